@@ -1,0 +1,1 @@
+"""The CPU device: runs PTX kernels on the CPU with GPU semantics."""

@@ -1,0 +1,1 @@
+"""The PTX toolkit: front end (lexer, parser, AST, printer) and query layer."""

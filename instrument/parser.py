@@ -1,0 +1,892 @@
+"""PTX parser: text to the syntax tree of ``instrument.nodes``.
+
+Built for speed on compiler output, where most statements are one-line
+instructions: a single regular expression recognises such a line and its
+operands are parsed once per distinct spelling (an operand cache), so a
+module of tens of megabytes parses in seconds.  Everything else (directives,
+declarations, vector operands, multi-line ``call`` sequences) goes through a
+small tokenizer and recursive descent.
+
+Each node keeps the exact text it came from (``raw``) and the whitespace and
+comments before it (``lead``); the printer writes those back, which is what
+makes ``emit(parse(text)) == text``.
+
+Anything the parser does not understand raises :class:`ParseError` with the
+line, the column and the offending line's text.  Nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .nodes import (
+    SCALAR_SIZES,
+    Address,
+    AddressSize,
+    ArgumentList,
+    Block,
+    File,
+    Function,
+    Guard,
+    Immediate,
+    Initializer,
+    Instruction,
+    Item,
+    Label,
+    Loc,
+    Module,
+    Negated,
+    Operand,
+    Param,
+    Pragma,
+    PredicatePair,
+    Prototype,
+    Register,
+    RegisterDecl,
+    Section,
+    SectionEntry,
+    Sink,
+    Statement,
+    Symbol,
+    SymbolOffset,
+    Target,
+    Targets,
+    Variable,
+    Vector,
+    Version,
+)
+
+
+class ParseError(Exception):
+    """A PTX construct the parser cannot read; names the line and column."""
+
+    def __init__(self, message: str, line: int, column: int, line_text: str) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.line_text = line_text
+        pointer = " " * (column - 1) + "^"
+        super().__init__(
+            f"line {line}, column {column}: {message}\n    {line_text}\n    {pointer}"
+        )
+
+
+# ---------------------------------------------------------------------------
+# Lexical pieces
+
+_TRIVIA = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*", re.S)
+
+_NUMBER = (
+    r"0[fF][0-9A-Fa-f]{8}|0[dD][0-9A-Fa-f]{16}|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?"
+    r"|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+U?"
+)
+_IDENT = r"[A-Za-z][\w$]*|[_$][\w$]+"
+_REGISTER = r"%[\w$]+(?:\.[xyzw])?"
+
+# The general tokenizer: kinds are decided by the first character.
+_TOKEN = re.compile(
+    rf"(?P<num>(?:{_NUMBER})(?![\w$.]))"
+    rf"|(?P<dir>\.[A-Za-z_][\w$]*(?:(?:\.|::)[A-Za-z_][\w$]*)*)"
+    rf"|(?P<reg>{_REGISTER})"
+    rf"|(?P<id>(?:{_IDENT})(?:(?:\.|::)[\w$]+)*)"
+    r'|(?P<str>"(?:[^"\\\n]|\\.)*")'
+    r"|(?P<punct>[{}\[\]();,:<>=+\-!|@*])"
+)
+
+# A one-line instruction without braces, parentheses, strings or comments.
+_FAST_INSTR = re.compile(
+    r"(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w]*(?:\.[\w:]+)*)(?:([ \t]+)([^;{}()\"\n/]*?))?[ \t]*;"
+)
+_LABEL = re.compile(r"([A-Za-z_$][\w$]*)[ \t]*:(?!:)")
+_LOC = re.compile(
+    r"\.loc[ \t]+(\d+)[ \t]+(\d+)[ \t]+(\d+)"
+    r"(?:[ \t]*,[ \t]*function_name[ \t]+([\w$.]+)"
+    r"(?:[ \t]*,[ \t]*inlined_at[ \t]+(\d+)[ \t]+(\d+)[ \t]+(\d+))?)?"
+    r"(?=[ \t]*(?:\n|//|$))"
+)
+_REG_RANGE = re.compile(rf"({_REGISTER})<(\d+)>")
+_OPERAND_SIMPLE = re.compile(rf"{_REGISTER}$")
+_IMM = re.compile(rf"-?(?:{_NUMBER})$")
+_ADDR = re.compile(
+    rf"\[[ \t]*(?:({_REGISTER})|({_IDENT}))?[ \t]*(?:([+-])[ \t]*(-?(?:{_NUMBER})))?[ \t]*\]$"
+)
+_ADDR_IMM = re.compile(rf"\[[ \t]*(-?(?:{_NUMBER}))[ \t]*\]$")
+_SYM = re.compile(rf"(?:{_IDENT})$")
+_SYM_OFF = re.compile(rf"({_IDENT})[ \t]*([+-])[ \t]*((?:{_NUMBER}))$")
+
+_LINKAGE = {".visible", ".extern", ".weak", ".common"}
+_SPACES = {".global", ".const", ".shared", ".local", ".param", ".tex", ".reg"}
+_PERF = {
+    ".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn",
+    ".explicitcluster", ".reqnctapercluster", ".maxclusterrank", ".blocksareclusters",
+}
+_TYPES = {"." + t for t in SCALAR_SIZES} | {".texref", ".samplerref", ".surfref"}
+
+
+class _Tok:
+    __slots__ = ("kind", "text", "start", "end")
+
+    def __init__(self, kind: str, text: str, start: int, end: int) -> None:
+        self.kind = kind
+        self.text = text
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.text!r}>"
+
+
+def _int_literal(text: str) -> int:
+    v = Immediate(text).value
+    if not isinstance(v, int):
+        raise ValueError(text)
+    return v
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.n = len(text)
+        # line bookkeeping: position of the last counted newline
+        self._line_pos = 0
+        self._line_no = 1
+        self.operand_cache: dict[str, Operand] = {}
+
+    # -- positions and errors ---------------------------------------------
+
+    def line_of(self, pos: int) -> int:
+        if pos >= self._line_pos:
+            self._line_no += self.text.count("\n", self._line_pos, pos)
+        else:
+            self._line_no -= self.text.count("\n", pos, self._line_pos)
+        self._line_pos = pos
+        return self._line_no
+
+    def error(self, message: str, pos: int) -> ParseError:
+        pos = min(pos, self.n)
+        line = self.text.count("\n", 0, pos) + 1
+        start = self.text.rfind("\n", 0, pos) + 1
+        end = self.text.find("\n", pos)
+        if end < 0:
+            end = self.n
+        return ParseError(message, line, pos - start + 1, self.text[start:end].rstrip("\r"))
+
+    def skip_trivia(self, pos: int) -> int:
+        end = _TRIVIA.match(self.text, pos).end()
+        if self.text.startswith("/*", end):
+            raise self.error("unterminated block comment", end)
+        return end
+
+    # -- the general tokenizer ----------------------------------------------
+
+    def token(self, pos: int) -> _Tok | None:
+        """The token at ``pos`` after trivia, or None at end of input."""
+        pos = self.skip_trivia(pos)
+        if pos >= self.n:
+            return None
+        m = _TOKEN.match(self.text, pos)
+        if m is None:
+            raise self.error(f"unexpected character {self.text[pos]!r}", pos)
+        kind = m.lastgroup
+        assert kind is not None
+        return _Tok(kind, m.group(), pos, m.end())
+
+    def tokens_until(self, pos: int, stop: str) -> tuple[list[_Tok], int]:
+        """Tokens from ``pos`` up to the first top-level ``stop`` punctuation
+        (returned position is just after it)."""
+        toks: list[_Tok] = []
+        while True:
+            t = self.token(pos)
+            if t is None:
+                raise self.error(f"expected '{stop}' before end of input", self.n)
+            pos = t.end
+            if t.kind == "punct" and t.text == stop:
+                return toks, pos
+            toks.append(t)
+
+    # -- module -------------------------------------------------------------
+
+    def parse_module(self) -> Module:
+        items: list[Item] = []
+        text = self.text
+        pos = 0
+        while True:
+            start = self.skip_trivia(pos)
+            if start >= self.n:
+                return Module(items, text[pos:])
+            lead = text[pos:start]
+            item, pos = self.parse_item(start)
+            object.__setattr__(item, "lead", lead)
+            items.append(item)
+
+    def parse_item(self, start: int) -> tuple[Item, int]:
+        text = self.text
+        t = self.token(start)
+        assert t is not None
+        line = self.line_of(start)
+        if t.kind != "dir":
+            raise self.error(f"expected a directive at module scope, found {t.text!r}", start)
+        d = t.text
+        if d == ".version":
+            m = re.compile(r"\.version[ \t]+(\d+\.\d+)").match(text, start)
+            if not m:
+                raise self.error("malformed .version", start)
+            return self._done(Version(m.group(1), line=line), start, m.end())
+        if d == ".target":
+            m = re.compile(r"\.target[ \t]+([\w]+(?:[ \t]*,[ \t]*[\w]+)*)").match(text, start)
+            if not m:
+                raise self.error("malformed .target", start)
+            targets = tuple(s.strip() for s in m.group(1).split(","))
+            return self._done(Target(targets, line=line), start, m.end())
+        if d == ".address_size":
+            m = re.compile(r"\.address_size[ \t]+(32|64)\b").match(text, start)
+            if not m:
+                raise self.error("malformed .address_size (expected 32 or 64)", start)
+            return self._done(AddressSize(int(m.group(1)), line=line), start, m.end())
+        if d == ".file":
+            m = re.compile(
+                r'\.file[ \t]+(\d+)[ \t]+"((?:[^"\\\n]|\\.)*)"((?:[ \t]*,[ \t]*\d+)*)'
+            ).match(text, start)
+            if not m:
+                raise self.error("malformed .file", start)
+            extra = tuple(int(x) for x in re.findall(r"\d+", m.group(3)))
+            return self._done(File(int(m.group(1)), m.group(2), extra, line=line), start, m.end())
+        if d == ".section":
+            return self.parse_section(start, line)
+        if d == ".pragma":
+            return self.parse_pragma(start, line)
+        if d in _LINKAGE or d in (".entry", ".func") or d in _SPACES:
+            return self.parse_declaration(start, line)
+        raise self.error(f"unsupported module-level directive {d}", start)
+
+    @staticmethod
+    def _done(node, start: int, end: int):  # type: ignore[no-untyped-def]
+        return node, end
+
+    def _set_raw(self, node, start: int, end: int):  # type: ignore[no-untyped-def]
+        object.__setattr__(node, "raw", self.text[start:end])
+        return node
+
+    # -- section (DWARF data) -------------------------------------------------
+
+    def parse_section(self, start: int, line: int) -> tuple[Section, int]:
+        t = self.token(start)
+        assert t is not None
+        name_tok = self.token(t.end)
+        if name_tok is None or name_tok.kind != "dir":
+            raise self.error("expected a section name after .section", t.end)
+        brace = self.token(name_tok.end)
+        if brace is None or brace.text != "{":
+            raise self.error("expected '{' after the section name", name_tok.end)
+        pos = brace.end
+        entries: list[SectionEntry] = []
+        while True:
+            p = self.skip_trivia(pos)
+            if p >= self.n:
+                raise self.error("unterminated .section", start)
+            if self.text[p] == "}":
+                end = p + 1
+                break
+            m = _LABEL.match(self.text, p)
+            if m:
+                entries.append(SectionEntry(label=m.group(1)))
+                pos = m.end()
+                continue
+            m = re.compile(r"(\.b(?:8|16|32|64))[ \t]+([^\n;]*?)[ \t]*(?=\n|//|;|$)").match(
+                self.text, p
+            )
+            if not m:
+                raise self.error("expected a label or a .b8/.b16/.b32/.b64 list in .section", p)
+            values = tuple(v.strip() for v in m.group(2).split(","))
+            for v in values:
+                if not re.fullmatch(
+                    rf"(?:-?(?:{_NUMBER})|(?:{_IDENT})(?:[ \t]*[+-][ \t]*(?:{_IDENT}|{_NUMBER}))*)",
+                    v,
+                ):
+                    raise self.error(f"malformed section data value {v!r}", p)
+            entries.append(SectionEntry(type=m.group(1), values=values))
+            pos = m.end()
+            if self.text.startswith(";", pos):
+                pos += 1
+        node = self._set_raw(Section(name_tok.text, tuple(entries), line=line), start, end)
+        return node, end
+
+    # -- pragma ---------------------------------------------------------------
+
+    def parse_pragma(self, start: int, line: int) -> tuple[Pragma, int]:
+        t = self.token(start)
+        assert t is not None
+        toks, end = self.tokens_until(t.end, ";")
+        strings = [x.text for x in toks if x.kind == "str"]
+        if not strings or any(x.kind not in ("str", "punct") or
+                              (x.kind == "punct" and x.text != ",") for x in toks):
+            raise self.error('malformed .pragma (expected .pragma "..."; )', start)
+        return self._set_raw(Pragma(tuple(strings), line=line), start, end), end
+
+    # -- declarations: variables and functions ---------------------------------
+
+    def parse_declaration(self, start: int, line: int) -> tuple[Item, int]:
+        linkage: list[str] = []
+        pos = start
+        t = self.token(pos)
+        while t is not None and t.text in _LINKAGE:
+            linkage.append(t.text)
+            pos = t.end
+            t = self.token(pos)
+        if t is None:
+            raise self.error("declaration ends early", pos)
+        if t.text in (".entry", ".func"):
+            return self.parse_function(start, line, tuple(linkage), t)
+        if t.text in _SPACES:
+            var, end = self.parse_variable(t.start, line, tuple(linkage))
+            return self._set_raw(var, start, end), end
+        raise self.error(f"expected .entry, .func or a state space, found {t.text!r}", t.start)
+
+    def parse_variable(
+        self, pos: int, line: int, linkage: tuple[str, ...] = ()
+    ) -> tuple[Variable, int]:
+        space_tok = self.token(pos)
+        assert space_tok is not None
+        space = space_tok.text
+        pos = space_tok.end
+        align: int | None = None
+        vector: str | None = None
+        type_: str | None = None
+        attributes: list[str] = []
+        while True:
+            t = self.token(pos)
+            if t is None:
+                raise self.error("variable declaration ends early", pos)
+            if t.kind != "dir":
+                break
+            pos = t.end
+            if t.text == ".align":
+                n = self.token(pos)
+                if n is None or n.kind != "num":
+                    raise self.error("expected a number after .align", pos)
+                align = _int_literal(n.text)
+                pos = n.end
+            elif t.text in (".v2", ".v4", ".v8"):
+                vector = t.text
+            elif t.text in _TYPES:
+                type_ = t.text
+            elif t.text == ".attribute":
+                toks, pos = self.tokens_until(pos, ")")
+                attributes.append(".attribute" + "".join(x.text for x in toks) + ")")
+            elif t.text.startswith(".ptr"):
+                attributes.append(t.text)
+            else:
+                raise self.error(f"unsupported qualifier {t.text} in a declaration", t.start)
+        if type_ is None:
+            raise self.error("variable declaration without a type", pos)
+        if t.kind != "id" or "." in t.text:
+            raise self.error(f"expected a variable name, found {t.text!r}", t.start)
+        name = t.text
+        pos = t.end
+        dims: list[int | None] = []
+        t = self.token(pos)
+        while t is not None and t.text == "[":
+            n = self.token(t.end)
+            if n is not None and n.text == "]":
+                dims.append(None)
+                pos = n.end
+            elif n is not None and n.kind == "num":
+                close = self.token(n.end)
+                if close is None or close.text != "]":
+                    raise self.error("expected ']'", n.end)
+                dims.append(_int_literal(n.text))
+                pos = close.end
+            else:
+                raise self.error("expected an array size", t.end)
+            t = self.token(pos)
+        init: Initializer | None = None
+        if t is not None and t.text == "=":
+            init, pos = self.parse_initializer(t.end)
+            t = self.token(pos)
+        if t is None or t.text != ";":
+            raise self.error("expected ';' after the declaration", pos)
+        var = Variable(
+            space=space, type=type_, name=name, align=align, vector=vector,
+            dims=tuple(dims), init=init, linkage=linkage, attributes=tuple(attributes),
+            line=line,
+        )
+        return var, t.end
+
+    def parse_initializer(self, pos: int) -> tuple[Initializer, int]:
+        t = self.token(pos)
+        if t is None:
+            raise self.error("initializer ends early", pos)
+        if t.text == "{":
+            items: list[Initializer] = []
+            pos = t.end
+            nxt = self.token(pos)
+            if nxt is not None and nxt.text == "}":
+                return (), nxt.end
+            while True:
+                item, pos = self.parse_initializer(pos)
+                items.append(item)
+                t = self.token(pos)
+                if t is None:
+                    raise self.error("unterminated initializer list", pos)
+                pos = t.end
+                if t.text == "}":
+                    return tuple(items), pos
+                if t.text != ",":
+                    raise self.error("expected ',' or '}' in an initializer list", t.start)
+        # a scalar: tokens up to a top-level ',', '}' or ';'
+        start = t.start
+        depth = 0
+        end = start
+        while True:
+            t = self.token(end)
+            if t is None:
+                raise self.error("initializer ends early", end)
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+            elif depth == 0 and t.text in (",", "}", ";"):
+                break
+            elif t.kind not in ("num", "id", "punct") or t.text in ("{", "[", "]"):
+                raise self.error(f"unexpected {t.text!r} in an initializer", t.start)
+            end = t.end
+        if end == start:
+            raise self.error("empty initializer", start)
+        text = self.text[start:end]
+        if not re.fullmatch(
+            rf"(?:-?(?:{_NUMBER})|(?:generic\([ \t]*(?:{_IDENT})[ \t]*\)|{_IDENT})"
+            rf"(?:[ \t]*[+-][ \t]*(?:{_NUMBER}))?)",
+            text,
+        ):
+            raise self.error(f"unsupported initializer {text!r}", start)
+        return text, end
+
+    def parse_params(self, pos: int, allow_reg: bool = True) -> tuple[list[Param], int]:
+        """A parenthesised parameter list starting at '('."""
+        t = self.token(pos)
+        assert t is not None and t.text == "("
+        pos = t.end
+        params: list[Param] = []
+        t = self.token(pos)
+        if t is not None and t.text == ")":
+            return params, t.end
+        while True:
+            p, pos = self.parse_param(pos, allow_reg)
+            params.append(p)
+            t = self.token(pos)
+            if t is None:
+                raise self.error("unterminated parameter list", pos)
+            pos = t.end
+            if t.text == ")":
+                return params, pos
+            if t.text != ",":
+                raise self.error("expected ',' or ')' in a parameter list", t.start)
+
+    def parse_param(self, pos: int, allow_reg: bool) -> tuple[Param, int]:
+        t = self.token(pos)
+        if t is None or t.text not in ((".param", ".reg") if allow_reg else (".param",)):
+            raise self.error("expected .param", pos)
+        space = t.text
+        pos = t.end
+        align = None
+        vector = None
+        type_ = None
+        ptr: list[str] = []
+        while True:
+            t = self.token(pos)
+            if t is None:
+                raise self.error("parameter ends early", pos)
+            if t.kind != "dir":
+                break
+            pos = t.end
+            if t.text == ".align" and not ptr:
+                n = self.token(pos)
+                if n is None or n.kind != "num":
+                    raise self.error("expected a number after .align", pos)
+                align = _int_literal(n.text)
+                pos = n.end
+            elif t.text in (".v2", ".v4", ".v8"):
+                vector = t.text
+            elif t.text in _TYPES and type_ is None:
+                type_ = t.text
+            elif t.text.startswith(".ptr") or (ptr and t.text in (".global", ".shared",
+                                                                  ".const", ".local", ".align")):
+                ptr.append(t.text)
+                if t.text.endswith(".align") or t.text == ".align":
+                    n = self.token(pos)
+                    if n is None or n.kind != "num":
+                        raise self.error("expected a number after .align", pos)
+                    ptr.append(n.text)
+                    pos = n.end
+            else:
+                raise self.error(f"unsupported qualifier {t.text} in a parameter", t.start)
+        if type_ is None:
+            raise self.error("parameter without a type", t.start)
+        if t.kind != "id" or "." in t.text:
+            raise self.error(f"expected a parameter name, found {t.text!r}", t.start)
+        name = t.text
+        pos = t.end
+        dims: list[int] = []
+        t = self.token(pos)
+        while t is not None and t.text == "[":
+            n = self.token(t.end)
+            close = self.token(n.end) if n is not None else None
+            if n is None or n.kind != "num" or close is None or close.text != "]":
+                raise self.error("expected [N] in a parameter", t.start)
+            dims.append(_int_literal(n.text))
+            pos = close.end
+            t = self.token(pos)
+        return Param(name, type_, space, align, tuple(dims), tuple(ptr), vector), pos
+
+    def parse_function(
+        self, start: int, line: int, linkage: tuple[str, ...], kind_tok: _Tok
+    ) -> tuple[Function, int]:
+        pos = kind_tok.end
+        returns: list[Param] | None = None
+        t = self.token(pos)
+        if t is not None and t.text == "(" and kind_tok.text == ".func":
+            returns, pos = self.parse_params(pos)
+            t = self.token(pos)
+        if t is None or t.kind != "id" or "." in t.text:
+            raise self.error("expected a function name", pos)
+        name = t.text
+        pos = t.end
+        params: list[Param] = []
+        t = self.token(pos)
+        if t is not None and t.text == "(":
+            params, pos = self.parse_params(pos)
+            t = self.token(pos)
+        directives: list[tuple[str, tuple[int, ...]]] = []
+        while t is not None and t.kind == "dir":
+            if t.text not in _PERF:
+                raise self.error(f"unsupported function directive {t.text}", t.start)
+            pos = t.end
+            values: list[int] = []
+            nt = self.token(pos)
+            while nt is not None and nt.kind == "num":
+                values.append(_int_literal(nt.text))
+                pos = nt.end
+                nt = self.token(pos)
+                if nt is not None and nt.text == ",":
+                    nt2 = self.token(nt.end)
+                    if nt2 is None or nt2.kind != "num":
+                        break
+                    pos = nt.end
+                    nt = nt2
+            directives.append((t.text, tuple(values)))
+            t = nt
+        if t is None:
+            raise self.error("function declaration ends early", pos)
+        header_end = pos
+        fn = Function(
+            kind=kind_tok.text, name=name, params=params, returns=returns,
+            linkage=linkage, directives=tuple(directives), line=line,
+        )
+        fn.header_raw = self.text[start:header_end]
+        fn.header_key = fn.header_state()
+        fn.body_lead = self.text[header_end:t.start]
+        if t.text == ";":
+            return fn, t.end
+        if t.text != "{":
+            raise self.error(f"expected '{{' or ';' after the function header, found {t.text!r}",
+                             t.start)
+        body, close_lead, end = self.parse_body(t.end)
+        fn.body = body
+        fn.close_lead = close_lead
+        return fn, end
+
+    # -- bodies ---------------------------------------------------------------
+
+    def parse_body(self, pos: int) -> tuple[list[Statement], str, int]:
+        """Statements up to the matching '}'; returns (statements, lead of '}', end)."""
+        text = self.text
+        out: list[Statement] = []
+        append = out.append
+        fast = _FAST_INSTR.match
+        cache = self.operand_cache
+        while True:
+            start = _TRIVIA.match(text, pos).end()
+            if start >= self.n:
+                raise self.error("missing '}' at end of function body", self.n)
+            c = text[start]
+            if c == "}":
+                return out, text[pos:start], start + 1
+            lead = text[pos:start]
+            if c == ".":
+                stmt, end = self.parse_body_directive(start)
+            elif c == "{":
+                line = self.line_of(start)
+                stmts, close_lead, end = self.parse_body(start + 1)
+                stmt = Block(stmts, line=line, lead=lead, close_lead=close_lead)
+                append(stmt)
+                pos = end
+                continue
+            elif c == "/" and text.startswith("/*", start):
+                raise self.error("unterminated block comment", start)
+            else:
+                m = fast(text, start)
+                if m is not None:
+                    end = m.end()
+                    ops_text = m.group(5)
+                    if ops_text:
+                        ops = []
+                        col0 = m.start(5)
+                        for piece in ops_text.split(","):
+                            key = piece.strip()
+                            op = cache.get(key)
+                            if op is None:
+                                op = self.parse_operand_text(key, col0 + piece.find(key[:1]))
+                                cache[key] = op
+                            ops.append(op)
+                            col0 += len(piece) + 1
+                        operands = tuple(ops)
+                    else:
+                        operands = ()
+                    g = m.group(2)
+                    guard = Guard(g, m.group(1) == "!") if g else None
+                    stmt = Instruction(m.group(3), operands, guard, line=self.line_of(start))
+                else:
+                    lm = _LABEL.match(text, start)
+                    if lm is not None:
+                        after = self.skip_trivia(lm.end())
+                        if text.startswith(".callprototype", after):
+                            stmt, end = self.parse_prototype(start, lm.group(1), after)
+                        else:
+                            stmt = Label(lm.group(1), line=self.line_of(start))
+                            end = lm.end()
+                    else:
+                        stmt, end = self.parse_instruction_slow(start)
+            object.__setattr__(stmt, "raw", text[start:end])
+            object.__setattr__(stmt, "lead", lead)
+            append(stmt)
+            pos = end
+
+    def parse_body_directive(self, start: int) -> tuple[Statement, int]:
+        text = self.text
+        line = self.line_of(start)
+        if text.startswith(".loc", start) and not text[start + 4:start + 5].isalnum():
+            m = _LOC.match(text, start)
+            if not m:
+                raise self.error("malformed .loc", start)
+            inl = None
+            if m.group(5):
+                inl = (int(m.group(5)), int(m.group(6)), int(m.group(7)))
+            loc = Loc(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4), inl,
+                      line=line)
+            return loc, m.end()
+        t = self.token(start)
+        assert t is not None
+        d = t.text
+        if d == ".reg":
+            return self.parse_reg_decl(start, line)
+        if d in (".local", ".shared", ".param", ".global", ".const"):
+            return self.parse_variable(start, line)
+        if d == ".pragma":
+            return self.parse_pragma(start, line)
+        if d in (".branchtargets", ".calltargets"):
+            toks, end = self.tokens_until(t.end, ";")
+            names = [x.text for x in toks if x.kind == "id"]
+            if not names or len(toks) != 2 * len(names) - 1:
+                raise self.error(f"malformed {d} list", start)
+            return Targets(d, tuple(names), line=line), end
+        raise self.error(f"unsupported directive {d} in a function body", start)
+
+    def parse_reg_decl(self, start: int, line: int) -> tuple[RegisterDecl, int]:
+        t = self.token(start)
+        assert t is not None
+        pos = t.end
+        vector = None
+        t = self.token(pos)
+        if t is not None and t.text in (".v2", ".v4", ".v8"):
+            vector = t.text
+            pos = t.end
+            t = self.token(pos)
+        if t is None or t.text not in _TYPES:
+            raise self.error("expected a register type after .reg", pos)
+        type_ = t.text
+        pos = t.end
+        names: list[tuple[str, int | None]] = []
+        while True:
+            p = self.skip_trivia(pos)
+            m = _REG_RANGE.match(self.text, p)
+            if m:
+                names.append((m.group(1), int(m.group(2))))
+                pos = m.end()
+            else:
+                t = self.token(p)
+                if t is None or t.kind not in ("reg", "id"):
+                    raise self.error("expected a register name in .reg", p)
+                names.append((t.text, None))
+                pos = t.end
+            t = self.token(pos)
+            if t is None:
+                raise self.error("unterminated .reg", pos)
+            pos = t.end
+            if t.text == ";":
+                return RegisterDecl(type_, tuple(names), vector, line=line), pos
+            if t.text != ",":
+                raise self.error("expected ',' or ';' in .reg", t.start)
+
+    def parse_prototype(self, start: int, name: str, pos: int) -> tuple[Prototype, int]:
+        line = self.line_of(start)
+        t = self.token(pos)
+        assert t is not None  # .callprototype
+        pos = t.end
+        returns = None
+        t = self.token(pos)
+        if t is not None and t.text == "(":
+            rets, pos = self.parse_params(pos)
+            returns = tuple(rets)
+            t = self.token(pos)
+        if t is None or t.text != "_":
+            raise self.error("expected '_' in .callprototype", pos)
+        params, pos = self.parse_params(t.end)
+        attrs: list[str] = []
+        t = self.token(pos)
+        while t is not None and t.kind == "dir":
+            attrs.append(t.text)
+            pos = t.end
+            t = self.token(pos)
+        if t is None or t.text != ";":
+            raise self.error("expected ';' after .callprototype", pos)
+        return Prototype(name, returns, tuple(params), tuple(attrs), line=line), t.end
+
+    def parse_instruction_slow(self, start: int) -> tuple[Instruction, int]:
+        line = self.line_of(start)
+        t = self.token(start)
+        assert t is not None
+        guard = None
+        pos = start
+        if t.text == "@":
+            neg = False
+            g = self.token(t.end)
+            if g is not None and g.text == "!":
+                neg = True
+                g = self.token(g.end)
+            if g is None or g.kind not in ("reg", "id"):
+                raise self.error("expected a predicate after '@'", t.end)
+            guard = Guard(g.text, neg)
+            pos = g.end
+            t = self.token(pos)
+        if t is None or t.kind != "id" or not t.text[0].isalpha():
+            found = "end of input" if t is None else repr(t.text)
+            raise self.error(f"expected an instruction, found {found}", pos if t is None else t.start)
+        opcode = t.text
+        toks, end = self.tokens_until(t.end, ";")
+        operands: list[Operand] = []
+        i = 0
+        n = len(toks)
+        while i < n:
+            op, i = self.operand_from_tokens(toks, i)
+            operands.append(op)
+            if i < n:
+                if toks[i].text != ",":
+                    raise self.error(f"expected ',' between operands, found {toks[i].text!r}",
+                                     toks[i].start)
+                i += 1
+                if i == n:
+                    raise self.error("operand expected after ','", toks[i - 1].end)
+        return Instruction(opcode, tuple(operands), guard, line=line), end
+
+    # -- operands -------------------------------------------------------------
+
+    def parse_operand_text(self, key: str, col_pos: int) -> Operand:
+        """An operand spelled without braces/parentheses (the fast path)."""
+        if _OPERAND_SIMPLE.match(key):
+            return Register(key)
+        if _IMM.match(key):
+            return Immediate(key)
+        if key.startswith("["):
+            m = _ADDR.match(key)
+            if m and (m.group(1) or m.group(2)):
+                base: Register | Symbol = Register(m.group(1)) if m.group(1) else Symbol(m.group(2))
+                off = 0
+                if m.group(4):
+                    off = _int_literal(m.group(4))
+                    if m.group(3) == "-":
+                        off = -off
+                return Address(base, off)
+            m = _ADDR_IMM.match(key)
+            if m:
+                return Address(None, _int_literal(m.group(1)))
+            raise self.error(f"unsupported address operand {key!r}", col_pos)
+        if key == "_":
+            return Sink()
+        if key.startswith("!") and _OPERAND_SIMPLE.match(key[1:].strip()):
+            return Negated(Register(key[1:].strip()))
+        if "|" in key:
+            a, _, b = key.partition("|")
+            a, b = a.strip(), b.strip()
+            if (_OPERAND_SIMPLE.match(a) or a == "_") and (_OPERAND_SIMPLE.match(b) or b == "_"):
+                return PredicatePair(Register(a) if a != "_" else Sink(),
+                                     Register(b) if b != "_" else Sink())
+        if _SYM.match(key):
+            return Symbol(key)
+        m = _SYM_OFF.match(key)
+        if m:
+            off = _int_literal(m.group(3))
+            return SymbolOffset(m.group(1), -off if m.group(2) == "-" else off)
+        raise self.error(f"unsupported operand {key!r}", col_pos)
+
+    def operand_from_tokens(self, toks: list[_Tok], i: int) -> tuple[Operand, int]:
+        t = toks[i]
+        if t.text in ("{", "("):
+            close = "}" if t.text == "{" else ")"
+            items: list[Operand] = []
+            i += 1
+            if i < len(toks) and toks[i].text == close:
+                return (Vector(()) if close == "}" else ArgumentList(())), i + 1
+            while True:
+                if i >= len(toks):
+                    raise self.error(f"missing '{close}'", t.start)
+                item, i = self.operand_from_tokens(toks, i)
+                items.append(item)
+                if i >= len(toks):
+                    raise self.error(f"missing '{close}'", t.start)
+                if toks[i].text == close:
+                    i += 1
+                    break
+                if toks[i].text != ",":
+                    raise self.error(f"expected ',' or '{close}'", toks[i].start)
+                i += 1
+            return (Vector(tuple(items)) if close == "}" else ArgumentList(tuple(items))), i
+        # everything else is a flat run of tokens up to ',' or a closer
+        j = i
+        depth = 0
+        while j < len(toks):
+            x = toks[j].text
+            if x == "[":
+                depth += 1
+            elif x == "]":
+                depth -= 1
+            elif depth == 0 and x in (",", "}", ")"):
+                break
+            elif depth == 0 and x in ("{", "("):
+                raise self.error(f"unexpected {x!r} in an operand", toks[j].start)
+            j += 1
+        if j == i:
+            raise self.error(f"operand expected, found {t.text!r}", t.start)
+        key = " ".join(x.text for x in toks[i:j])
+        key = re.sub(r"\s*([\[\]+|!-])\s*", r"\1", key)
+        op = self.operand_cache.get(key)
+        if op is None:
+            op = self.parse_operand_text(key, t.start)
+            self.operand_cache[key] = op
+        return op, j
+
+
+def parse(text: str) -> Module:
+    """Parse a whole PTX module.  Raises :class:`ParseError` on anything it cannot read."""
+    if not isinstance(text, str):
+        raise TypeError("ptx.parse takes the module text as str")
+    try:
+        return _Parser(text).parse_module()
+    except ParseError:
+        raise
+    except RecursionError:
+        raise ParseError("nesting too deep", 1, 1, text.split("\n", 1)[0]) from None
+
+
+ParseFn = Callable[[str], Module]
