@@ -89,7 +89,7 @@ _TOKEN = re.compile(
     rf"(?P<num>(?:{_NUMBER})(?![\w$.]))"
     rf"|(?P<dir>\.[A-Za-z_][\w$]*(?:(?:\.|::)[A-Za-z_][\w$]*)*)"
     rf"|(?P<reg>{_REGISTER})"
-    rf"|(?P<id>(?:{_IDENT})(?:(?:\.|::)[\w$]+)*)"
+    rf"|(?P<id>(?:{_IDENT}|_)(?:(?:\.|::)[\w$]+)*)"
     r'|(?P<str>"(?:[^"\\\n]|\\.)*")'
     r"|(?P<punct>[{}\[\]();,:<>=+\-!|@*])"
 )
@@ -104,6 +104,21 @@ _LOC = re.compile(
     r"(?:[ \t]*,[ \t]*function_name[ \t]+([\w$.]+)"
     r"(?:[ \t]*,[ \t]*inlined_at[ \t]+(\d+)[ \t]+(\d+)[ \t]+(\d+))?)?"
     r"(?=[ \t]*(?:\n|//|$))"
+)
+_SECTION_VALUE = rf"(?:-?(?:{_NUMBER})|\.?(?:{_IDENT})(?:[ \t]*[+-][ \t]*\.?(?:{_IDENT}|{_NUMBER}))*)"
+_SECTION_ENTRY = re.compile(
+    rf"([A-Za-z_$][\w$]*)[ \t]*:(?!:)"
+    rf"|(\.b(?:8|16|32|64))[ \t]+({_SECTION_VALUE}(?:[ \t]*,[ \t]*{_SECTION_VALUE})*)[ \t]*;?"
+)
+_NUMBER_LIST = re.compile(
+    rf"\{{[ \t\n]*(-?(?:{_NUMBER})(?:[ \t\n]*,[ \t\n]*-?(?:{_NUMBER}))*)[ \t\n]*\}}"
+)
+_FAST_VAR = re.compile(
+    r"((?:\.(?:visible|extern|weak|common)[ \t]+)*)"
+    r"(\.global|\.const|\.shared|\.local)[ \t]+(?:\.align[ \t]+(\d+)[ \t]+)?"
+    r"(?:(\.v[248])[ \t]+)?(\.[a-z]+\d*(?:x2)?)[ \t]+([A-Za-z_$][\w$]*)((?:\[\d*\])*)"
+    rf"(?:[ \t]*=[ \t]*(-?(?:{_NUMBER})|\{{[ \t]*-?(?:{_NUMBER})(?:[ \t]*,[ \t]*-?(?:{_NUMBER}))*[ \t]*\}}))?"
+    r"[ \t]*;"
 )
 _REG_RANGE = re.compile(rf"({_REGISTER})<(\d+)>")
 _OPERAND_SIMPLE = re.compile(rf"{_REGISTER}$")
@@ -282,34 +297,26 @@ class _Parser:
             raise self.error("expected '{' after the section name", name_tok.end)
         pos = brace.end
         entries: list[SectionEntry] = []
+        text = self.text
         while True:
-            p = self.skip_trivia(pos)
+            p = _TRIVIA.match(text, pos).end()
             if p >= self.n:
                 raise self.error("unterminated .section", start)
-            if self.text[p] == "}":
+            if text[p] == "}":
                 end = p + 1
                 break
-            m = _LABEL.match(self.text, p)
-            if m:
-                entries.append(SectionEntry(label=m.group(1)))
-                pos = m.end()
-                continue
-            m = re.compile(r"(\.b(?:8|16|32|64))[ \t]+([^\n;]*?)[ \t]*(?=\n|//|;|$)").match(
-                self.text, p
-            )
-            if not m:
+            m = _SECTION_ENTRY.match(text, p)
+            if m is None:
                 raise self.error("expected a label or a .b8/.b16/.b32/.b64 list in .section", p)
-            values = tuple(v.strip() for v in m.group(2).split(","))
-            for v in values:
-                if not re.fullmatch(
-                    rf"(?:-?(?:{_NUMBER})|(?:{_IDENT})(?:[ \t]*[+-][ \t]*(?:{_IDENT}|{_NUMBER}))*)",
-                    v,
-                ):
-                    raise self.error(f"malformed section data value {v!r}", p)
-            entries.append(SectionEntry(type=m.group(1), values=values))
+            if m.group(1) is not None:
+                entries.append(SectionEntry(label=m.group(1)))
+            else:
+                values = m.group(3)
+                parts = (values,) if "," not in values else tuple(
+                    v.strip() for v in values.split(",")
+                )
+                entries.append(SectionEntry(type=m.group(2), values=parts))
             pos = m.end()
-            if self.text.startswith(";", pos):
-                pos += 1
         node = self._set_raw(Section(name_tok.text, tuple(entries), line=line), start, end)
         return node, end
 
@@ -328,6 +335,19 @@ class _Parser:
     # -- declarations: variables and functions ---------------------------------
 
     def parse_declaration(self, start: int, line: int) -> tuple[Item, int]:
+        m = _FAST_VAR.match(self.text, start)
+        if m is not None and m.group(5) in _TYPES:
+            init: Initializer | None = m.group(8)
+            if init is not None and init.startswith("{"):
+                init = tuple(v.strip() for v in init[1:-1].split(","))
+            dims = tuple(int(d[1:]) if d != "[" else None
+                         for d in m.group(7).split("]")[:-1]) if m.group(7) else ()
+            var = Variable(
+                space=m.group(2), type=m.group(5), name=m.group(6),
+                align=int(m.group(3)) if m.group(3) else None, vector=m.group(4),
+                dims=dims, init=init, linkage=tuple(m.group(1).split()), line=line,
+            )
+            return self._set_raw(var, start, m.end()), m.end()
         linkage: list[str] = []
         pos = start
         t = self.token(pos)
@@ -415,6 +435,9 @@ class _Parser:
         return var, t.end
 
     def parse_initializer(self, pos: int) -> tuple[Initializer, int]:
+        m = _NUMBER_LIST.match(self.text, self.skip_trivia(pos))
+        if m is not None:  # the common case: a flat list of numbers
+            return tuple(v.strip() for v in m.group(1).split(",")), m.end()
         t = self.token(pos)
         if t is None:
             raise self.error("initializer ends early", pos)
@@ -794,6 +817,8 @@ class _Parser:
 
     def parse_operand_text(self, key: str, col_pos: int) -> Operand:
         """An operand spelled without braces/parentheses (the fast path)."""
+        if not key:
+            raise self.error("operand expected", col_pos)
         if _OPERAND_SIMPLE.match(key):
             return Register(key)
         if _IMM.match(key):

@@ -1,0 +1,79 @@
+"""``gpusafe inspect``: the summary of a real module, as a table and as JSON,
+and a clean error (no traceback, non-zero exit) for malformed PTX."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from corpus import nvrtc_compile
+
+KERNEL = r"""
+extern "C" __global__ void scale(float* out, const float4* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float4 v = in[i];
+        out[i] = v.x + v.y + v.z + v.w;
+        atomicAdd(out + n, 1.0f);
+    }
+}
+"""
+
+
+def run_gpusafe(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="120")
+    return subprocess.run([sys.executable, "-m", "gpusafe", *args], capture_output=True,
+                          text=True, env=env, **kw)
+
+
+@pytest.fixture(scope="module")
+def ptx_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("inspect") / "scale.ptx"
+    path.write_text(nvrtc_compile(KERNEL, "scale.cu", "compute_80", ["-lineinfo"]))
+    return path
+
+
+def test_json_summary_lists_kernel_params_and_memory_ops(ptx_file: Path) -> None:
+    result = run_gpusafe("inspect", str(ptx_file), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["target"] == ["sm_80"] and summary["address_size"] == 64
+    (kernel,) = summary["functions"]
+    assert kernel["name"] == "scale" and kernel["kind"] == "kernel"
+    assert [(p["type"], p["size"], p["align"]) for p in kernel["params"]] == [
+        (".u64", 8, 8), (".u64", 8, 8), (".u32", 4, 4)]
+    memory = {(m["space"], m["access"], m["width"]): m["count"] for m in kernel["memory"]}
+    assert memory[("global", "read", 16)] == 1  # the float4 load: ld.global.v4.f32
+    assert memory[("global", "write", 4)] == 1
+    assert memory[("global", "atomic", 4)] == 1
+    assert memory[("param", "read", 8)] == 2
+
+
+def test_table_output_names_the_kernel_and_counts(ptx_file: Path) -> None:
+    result = run_gpusafe("inspect", str(ptx_file))
+    assert result.returncode == 0, result.stderr
+    assert "kernel scale" in result.stdout
+    assert "\x1b[" not in result.stdout  # NO_COLOR and not a TTY: plain text
+    assert "16 B" in result.stdout
+
+
+def test_syntax_error_exits_nonzero_with_line_and_column(tmp_path: Path, ptx_file: Path) -> None:
+    lines = ptx_file.read_text().split("\n")
+    target = next(i for i, line in enumerate(lines) if "ld.global" in line)
+    lines[target] = lines[target].replace("]", "", 1)
+    bad = tmp_path / "bad.ptx"
+    bad.write_text("\n".join(lines))
+    result = run_gpusafe("inspect", str(bad))
+    assert result.returncode == 2
+    assert f"bad.ptx:{target + 1}:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_file_is_a_clean_error(tmp_path: Path) -> None:
+    result = run_gpusafe("inspect", str(tmp_path / "nope.ptx"))
+    assert result.returncode == 2 and "cannot read" in result.stderr
+    assert "Traceback" not in result.stderr
