@@ -15,6 +15,7 @@ Two kinds of equality matter and are kept apart:
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Union
@@ -547,19 +548,54 @@ class SectionEntry:
         return f"{self.type} " + ",".join(self.values)
 
 
+_SECTION_VALUE = r"(?:-?[0-9][\w]*|\.?[A-Za-z_$][\w$]*(?:[ \t]*[+-][ \t]*\.?[\w$]+)*)"
+_SECTION_ENTRY = (
+    r"([A-Za-z_$][\w$]*)[ \t]*:(?!:)"
+    rf"|(\.b(?:8|16|32|64))[ \t]+({_SECTION_VALUE}(?:[ \t]*,[ \t]*{_SECTION_VALUE})*)[ \t]*;?"
+)
+_SECTION_TRIVIA = r"(?:[ \t\r\n]+|//[^\n]*)*"
+# Without capturing groups: the match cannot fail (everything is optional), so
+# the greedy pass never backtracks.
+SECTION_BODY = re.compile(
+    rf"(?:{_SECTION_TRIVIA}(?:{_SECTION_ENTRY.replace('(', '(?:').replace('(?:?', '(?')}))*"
+    rf"{_SECTION_TRIVIA}"
+)
+"""A whole ``.section`` body: labels and data lists separated by trivia."""
+_SECTION_ENTRY_RE = re.compile(_SECTION_ENTRY)
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
-    """A DWARF ``.section .debug_x { ... }`` block as emitted under ``-G``."""
+    """A DWARF ``.section .debug_x { ... }`` block as emitted under ``-G``.
+
+    ``body`` is the exact text between the braces (checked by the parser to
+    match :data:`SECTION_BODY`); ``entries`` reads it on demand, since -G
+    modules carry tens of thousands of data lines that passes never look at.
+    """
 
     name: str
-    entries: tuple[SectionEntry, ...]
+    body: str
     line: int = field(default=0, compare=False)
     lead: str = field(default="\n", compare=False, repr=False)
     raw: str | None = field(default=None, init=False, compare=False, repr=False)
 
+    @property
+    def entries(self) -> tuple[SectionEntry, ...]:
+        out = []
+        for label, type_, values in _SECTION_ENTRY_RE.findall(self.body):
+            if label:
+                out.append(SectionEntry(label=label))
+            else:
+                out.append(SectionEntry(type=type_, values=tuple(
+                    v.strip() for v in values.split(","))))
+        return tuple(out)
+
+    @classmethod
+    def from_entries(cls, name: str, entries: tuple[SectionEntry, ...]) -> Section:
+        return cls(name, "".join("\n" + e.canonical() for e in entries) + "\n")
+
     def canonical(self) -> str:
-        body = "".join("\n" + e.canonical() for e in self.entries)
-        return f".section {self.name}\n{{{body}\n}}"
+        return f".section {self.name}\n{{{self.body}}}"
 
 
 @dataclass(slots=True)

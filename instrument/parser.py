@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from .nodes import (
     SCALAR_SIZES,
+    SECTION_BODY,
     Address,
     AddressSize,
     ArgumentList,
@@ -45,7 +46,6 @@ from .nodes import (
     Register,
     RegisterDecl,
     Section,
-    SectionEntry,
     Sink,
     Statement,
     Symbol,
@@ -105,11 +105,6 @@ _LOC = re.compile(
     r"(?:[ \t]*,[ \t]*inlined_at[ \t]+(\d+)[ \t]+(\d+)[ \t]+(\d+))?)?"
     r"(?=[ \t]*(?:\n|//|$))"
 )
-_SECTION_VALUE = rf"(?:-?(?:{_NUMBER})|\.?(?:{_IDENT})(?:[ \t]*[+-][ \t]*\.?(?:{_IDENT}|{_NUMBER}))*)"
-_SECTION_ENTRY = re.compile(
-    rf"([A-Za-z_$][\w$]*)[ \t]*:(?!:)"
-    rf"|(\.b(?:8|16|32|64))[ \t]+({_SECTION_VALUE}(?:[ \t]*,[ \t]*{_SECTION_VALUE})*)[ \t]*;?"
-)
 _NUMBER_LIST = re.compile(
     rf"\{{[ \t\n]*(-?(?:{_NUMBER})(?:[ \t\n]*,[ \t\n]*-?(?:{_NUMBER}))*)[ \t\n]*\}}"
 )
@@ -152,10 +147,14 @@ class _Tok:
         return f"<{self.kind} {self.text!r}>"
 
 
+class _NotAnInteger(Exception):
+    """A float literal where PTX wants an integer; turned into a ParseError."""
+
+
 def _int_literal(text: str) -> int:
     v = Immediate(text).value
     if not isinstance(v, int):
-        raise ValueError(text)
+        raise _NotAnInteger(text)
     return v
 
 
@@ -295,30 +294,14 @@ class _Parser:
         brace = self.token(name_tok.end)
         if brace is None or brace.text != "{":
             raise self.error("expected '{' after the section name", name_tok.end)
-        pos = brace.end
-        entries: list[SectionEntry] = []
-        text = self.text
-        while True:
-            p = _TRIVIA.match(text, pos).end()
-            if p >= self.n:
+        body = SECTION_BODY.match(self.text, brace.end)
+        end = body.end()
+        if not self.text.startswith("}", end):
+            if end >= self.n:
                 raise self.error("unterminated .section", start)
-            if text[p] == "}":
-                end = p + 1
-                break
-            m = _SECTION_ENTRY.match(text, p)
-            if m is None:
-                raise self.error("expected a label or a .b8/.b16/.b32/.b64 list in .section", p)
-            if m.group(1) is not None:
-                entries.append(SectionEntry(label=m.group(1)))
-            else:
-                values = m.group(3)
-                parts = (values,) if "," not in values else tuple(
-                    v.strip() for v in values.split(",")
-                )
-                entries.append(SectionEntry(type=m.group(2), values=parts))
-            pos = m.end()
-        node = self._set_raw(Section(name_tok.text, tuple(entries), line=line), start, end)
-        return node, end
+            raise self.error("expected a label or a .b8/.b16/.b32/.b64 list in .section", end)
+        node = Section(name_tok.text, body.group(), line=line)
+        return self._set_raw(node, start, end + 1), end + 1
 
     # -- pragma ---------------------------------------------------------------
 
@@ -906,10 +889,14 @@ def parse(text: str) -> Module:
     """Parse a whole PTX module.  Raises :class:`ParseError` on anything it cannot read."""
     if not isinstance(text, str):
         raise TypeError("ptx.parse takes the module text as str")
+    parser = _Parser(text)
     try:
-        return _Parser(text).parse_module()
+        return parser.parse_module()
     except ParseError:
         raise
+    except _NotAnInteger as e:
+        pos = text.find(str(e), parser._line_pos)
+        raise parser.error(f"expected an integer, found {e}", max(pos, 0)) from None
     except RecursionError:
         raise ParseError("nesting too deep", 1, 1, text.split("\n", 1)[0]) from None
 
