@@ -167,6 +167,7 @@ class _Parser:
         self._line_pos = 0
         self._line_no = 1
         self.operand_cache: dict[str, Operand] = {}
+        self.operands_cache: dict[str, tuple[Operand, ...]] = {}
 
     # -- positions and errors ---------------------------------------------
 
@@ -611,7 +612,7 @@ class _Parser:
         out: list[Statement] = []
         append = out.append
         fast = _FAST_INSTR.match
-        cache = self.operand_cache
+        ops_cache = self.operands_cache
         while True:
             start = _TRIVIA.match(text, pos).end()
             if start >= self.n:
@@ -635,24 +636,21 @@ class _Parser:
                 m = fast(text, start)
                 if m is not None:
                     end = m.end()
-                    ops_text = m.group(5)
+                    neg, g, opcode, _, ops_text = m.groups()
                     if ops_text:
-                        ops = []
-                        col0 = m.start(5)
-                        for piece in ops_text.split(","):
-                            key = piece.strip()
-                            op = cache.get(key)
-                            if op is None:
-                                op = self.parse_operand_text(key, col0 + piece.find(key[:1]))
-                                cache[key] = op
-                            ops.append(op)
-                            col0 += len(piece) + 1
-                        operands = tuple(ops)
+                        operands = ops_cache.get(ops_text)
+                        if operands is None:
+                            operands = self.fast_operands(ops_text, m.start(5))
+                            ops_cache[ops_text] = operands
                     else:
                         operands = ()
-                    g = m.group(2)
-                    guard = Guard(g, m.group(1) == "!") if g else None
-                    stmt = Instruction(m.group(3), operands, guard, line=self.line_of(start))
+                    guard = Guard(g, neg == "!") if g else None
+                    stmt = Instruction(opcode, operands, guard, line=self.line_of(start),
+                                       lead=lead)
+                    object.__setattr__(stmt, "raw", text[start:end])
+                    append(stmt)
+                    pos = end
+                    continue
                 else:
                     lm = _LABEL.match(text, start)
                     if lm is not None:
@@ -668,6 +666,20 @@ class _Parser:
             object.__setattr__(stmt, "lead", lead)
             append(stmt)
             pos = end
+
+    def fast_operands(self, ops_text: str, pos: int) -> tuple[Operand, ...]:
+        """The comma-separated operands of a one-line instruction at ``pos``."""
+        cache = self.operand_cache
+        ops = []
+        for piece in ops_text.split(","):
+            key = piece.strip()
+            op = cache.get(key)
+            if op is None:
+                op = self.parse_operand_text(key, pos + piece.find(key[:1]))
+                cache[key] = op
+            ops.append(op)
+            pos += len(piece) + 1
+        return tuple(ops)
 
     def parse_body_directive(self, start: int) -> tuple[Statement, int]:
         text = self.text
