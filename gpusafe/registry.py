@@ -1,0 +1,233 @@
+"""The allocation registry: every device allocation's tag, bounds and history.
+
+The interposer tells the registry about each allocation and free; the
+registry holds the policy: never-reused tags, red zones after each
+allocation, a quarantine that keeps freed memory out of the driver's hands so
+a stale pointer meets a ``freed`` record instead of someone else's buffer, and
+the host-side verdicts (double free, invalid free, a copy that leaves its
+allocation, a freed pointer passed to a kernel).  It knows nothing of drivers
+or reports: it returns plain results and the interposer acts on them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from instrument.kinds import ViolationKind
+
+DEFAULT_PADDING = 256
+"""Red-zone bytes after each allocation; a multiple of the driver's 256-byte
+alignment so user-visible bases stay aligned as the driver promises."""
+
+DEFAULT_QUARANTINE = 256 << 20
+"""Freed bytes held back from the driver before the oldest is really freed:
+large enough that ordinary programs never see a freed address reused."""
+
+
+class State(str, Enum):
+    LIVE = "live"
+    FREED = "freed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Allocation:
+    tag: int
+    base: int
+    size: int
+    reserved: int  # bytes obtained from the driver: size plus the red zone
+    api: str
+    allocated_at: str | None
+    state: State = State.LIVE
+    freed_at: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def contains(self, address: int) -> bool:
+        return self.base <= address < self.base + max(self.size, 1)
+
+
+@dataclass(frozen=True)
+class HostViolation:
+    """A verdict of a host-side check, before it becomes a report entry."""
+
+    kind: ViolationKind
+    address: int
+    size: int
+    allocation: Allocation | None
+    api: str
+    location: str | None
+
+
+@dataclass
+class FreeResult:
+    violation: HostViolation | None = None
+    release: list[int] = field(default_factory=list)  # bases the driver may now really free
+
+
+# Frames inside these directories are the tool's or the bindings', never the
+# program's own call site.
+_OWN_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (__file__, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                     "instrument", "__init__.py"))
+)
+
+
+def _is_foreign(filename: str) -> bool:
+    if filename.startswith(_OWN_DIRS) or filename.startswith("<frozen"):
+        return True
+    parts = filename.replace("\\", "/").split("/")
+    return "cuda" in parts and ("bindings" in parts or "core" in parts)
+
+
+def program_site(skip: int = 1) -> str | None:
+    """``file:line`` of the innermost frame outside gpusafe and the CUDA bindings."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith("<"):
+            if not filename.startswith("<frozen"):
+                return f"{filename}:{frame.f_lineno}"
+        elif not _is_foreign(os.path.abspath(filename)):
+            return f"{os.path.relpath(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+class Registry:
+    """Allocation records by tag and by address."""
+
+    def __init__(self, padding: int = DEFAULT_PADDING,
+                 quarantine: int = DEFAULT_QUARANTINE) -> None:
+        if padding < 0 or quarantine < 0:
+            raise ValueError("padding and quarantine must not be negative")
+        self.padding = padding
+        self.quarantine_limit = quarantine
+        self.by_tag: dict[int, Allocation] = {}
+        self._bases: list[int] = []  # sorted bases of allocations still holding memory
+        self._at: dict[int, Allocation] = {}  # base -> allocation holding that memory
+        self._quarantine: deque[Allocation] = deque()
+        self._quarantined_bytes = 0
+        self._next_tag = 1
+        self.version = 0  # bumped on every change the device table must see
+
+    # -- allocation and free ----------------------------------------------
+
+    def reserve_size(self, size: int) -> int:
+        """Bytes to ask the driver for, red zone included."""
+        return size + self.padding
+
+    def allocated(self, base: int, size: int, api: str, site: str | None) -> Allocation:
+        """Record an allocation the driver returned at ``base``."""
+        if base in self._at:
+            raise ValueError(f"the driver returned {base:#x}, which is still allocated")
+        alloc = Allocation(self._next_tag, base, size, self.reserve_size(size), api, site)
+        self._next_tag += 1
+        self.by_tag[alloc.tag] = alloc
+        self._at[base] = alloc
+        bisect.insort(self._bases, base)
+        self.version += 1
+        return alloc
+
+    def free(self, address: int, api: str, site: str | None) -> FreeResult:
+        """Judge a free; on success the allocation enters the quarantine."""
+        alloc = self._at.get(address)
+        if alloc is None or alloc.state is State.FREED:
+            kind = ViolationKind.DOUBLE_FREE if alloc is not None else ViolationKind.INVALID_FREE
+            if alloc is None:
+                alloc = self.find(address)
+            return FreeResult(HostViolation(kind, address, 0, alloc, api, site))
+        alloc.state = State.FREED
+        alloc.freed_at = site
+        self._quarantine.append(alloc)
+        self._quarantined_bytes += alloc.reserved
+        self.version += 1
+        release = []
+        while self._quarantined_bytes > self.quarantine_limit and self._quarantine:
+            old = self._quarantine.popleft()
+            self._quarantined_bytes -= old.reserved
+            self._forget(old)
+            release.append(old.base)
+        return FreeResult(None, release)
+
+    def drain_quarantine(self) -> list[int]:
+        """Everything still quarantined, for a context teardown."""
+        bases = [a.base for a in self._quarantine]
+        for alloc in self._quarantine:
+            self._forget(alloc)
+        self._quarantine.clear()
+        self._quarantined_bytes = 0
+        return bases
+
+    def _forget(self, alloc: Allocation) -> None:
+        i = bisect.bisect_left(self._bases, alloc.base)
+        if i < len(self._bases) and self._bases[i] == alloc.base:
+            del self._bases[i]
+        self._at.pop(alloc.base, None)
+
+    # -- queries ----------------------------------------------------------
+
+    def find(self, address: int) -> Allocation | None:
+        """The allocation (live or quarantined) whose bytes contain ``address``."""
+        i = bisect.bisect_right(self._bases, address) - 1
+        if i < 0:
+            return None
+        alloc = self._at[self._bases[i]]
+        return alloc if alloc.contains(address) else None
+
+    def nearest(self, address: int) -> Allocation | None:
+        """The allocation whose memory, red zone included, holds ``address``:
+        what an overflow through an unknown pointer most likely overran."""
+        i = bisect.bisect_right(self._bases, address) - 1
+        if i < 0:
+            return None
+        alloc = self._at[self._bases[i]]
+        return alloc if address < alloc.base + alloc.reserved else None
+
+    def live(self) -> list[Allocation]:
+        return [a for a in self.by_tag.values() if a.state is State.LIVE]
+
+    def table(self) -> list[Allocation]:
+        """Allocations holding memory, sorted by base: what the device searches."""
+        return [self._at[b] for b in self._bases]
+
+    # -- host-side checks -------------------------------------------------
+
+    def check_range(self, address: int, size: int, api: str,
+                    site: str | None) -> HostViolation | None:
+        """A device range given to a copy or memset: inside one live allocation?"""
+        if size == 0:
+            return None
+        alloc = self.find(address)
+        if alloc is None:
+            alloc = self.nearest(address)
+            return HostViolation(ViolationKind.API_OUT_OF_BOUNDS, address, size, alloc, api, site)
+        if alloc.state is State.FREED:
+            return HostViolation(ViolationKind.USE_AFTER_FREE, address, size, alloc, api, site)
+        if address + size > alloc.end:
+            return HostViolation(ViolationKind.API_OUT_OF_BOUNDS, address, size, alloc, api, site)
+        return None
+
+    def check_argument(self, value: int, api: str, site: str | None) -> HostViolation | None:
+        """A kernel argument that points into a freed allocation."""
+        alloc = self.find(value)
+        if alloc is not None and alloc.state is State.FREED:
+            return HostViolation(ViolationKind.USE_AFTER_FREE, value, 0, alloc, api, site)
+        return None
+
+    def leaks(self) -> list[HostViolation]:
+        """One ``leak`` per allocation still live, located at its allocation site."""
+        return [
+            HostViolation(ViolationKind.LEAK, a.base, a.size, a, a.api, a.allocated_at)
+            for a in sorted(self.live(), key=lambda a: a.tag)
+        ]
