@@ -19,6 +19,9 @@ Public API::
     ptxas(ptx_text, arch="sm_75", extra=(), verbose=False) -> PtxasResult
     kernel_files() -> list[pathlib.Path]
     corpus_modules() -> list[CorpusModule]
+    corpus_module_names() -> list[str]            # cheap: for pytest parametrize
+    corpus_module(name) -> CorpusModule
+    kernel_specs() -> module                       # tests/kernels/specs.py (SPECS, KernelSpec, ...)
     nvrtc_modules() / numba_modules() / llvm_modules() -> list[CorpusModule]
     entry_names(ptx) -> list[str]
     compile_kernel_file(filename, arch="compute_75", options=()) -> str
@@ -105,9 +108,18 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 @functools.cache
-def _ptxas_version() -> str:
-    out = subprocess.run([ptxas_path(), "--version"], capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
+def _toolchain_id() -> tuple:
+    """What the NVRTC output depends on besides source and options: the NVRTC
+    version and build, and the versions of the packages providing headers."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    pkgs = []
+    for dist in ("nvidia-cuda-nvrtc", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-runtime"):
+        try:
+            pkgs.append((dist, version(dist)))
+        except PackageNotFoundError:
+            pass
+    return (nvrtc_version(), tuple(pkgs), tuple(cuda_include_dirs()))
 
 
 def _check_nvrtc(err, what: str, log: str = "") -> None:
@@ -212,7 +224,7 @@ def nvrtc_compile_ex(
     name_expressions = tuple(name_expressions)
     key = None
     if cache and not name_expressions:
-        key = _cache_key("nvrtc", source, name, arch, options, BASE_OPTIONS, nvrtc_version())
+        key = _cache_key("nvrtc", source, name, arch, options, BASE_OPTIONS, _toolchain_id())
         hit = _cache_get(key)
         if hit is not None:
             return NvrtcResult(ptx=hit, log="")
@@ -377,7 +389,7 @@ def nvrtc_modules() -> tuple[CorpusModule, ...]:
     for job in jobs:
         filename, arch, opts = job
         src = (KERNELS_DIR / filename).read_text()
-        key = _cache_key("nvrtc", src, filename, arch, opts, BASE_OPTIONS, nvrtc_version())
+        key = _cache_key("nvrtc", src, filename, arch, opts, BASE_OPTIONS, _toolchain_id())
         hit = _cache_get(key)
         if hit is None:
             todo.append(job)
@@ -478,48 +490,69 @@ _NUMBA_CC = (7, 5)
 
 
 def _numba_jobs():
-    """(name, kind, signature string) of every numba module."""
+    """(function, kind, signature, options) of every numba module."""
     return [
-        ("numba_vec_add", "kernel", "void(float32[::1], float32[::1], float32[::1])"),
-        ("numba_saxpy_2d", "kernel", "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32)"),
-        ("numba_shared_reverse", "kernel", "void(float32[::1], float32[::1])"),
-        ("numba_block_reduce", "kernel", "void(float32[::1], float32[::1])"),
-        ("numba_atomics", "kernel", "void(int32[::1], float32[::1], int32[::1], int32[::1])"),
-        ("numba_math", "kernel", "void(float64[::1], float64[::1])"),
-        ("numba_warp_vote", "kernel", "void(int32[::1], int32[::1])"),
-        ("numba_uses_devfn", "kernel", "void(float32[::1], float32[::1], float32, float32)"),
-        ("numba_clamp", "device", "float32(float32, float32, float32)"),
+        ("numba_vec_add", "kernel", "void(float32[::1], float32[::1], float32[::1])", ()),
+        ("numba_saxpy_2d", "kernel", "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32)", ()),
+        ("numba_shared_reverse", "kernel", "void(float32[::1], float32[::1])", ()),
+        ("numba_block_reduce", "kernel", "void(float32[::1], float32[::1])", ()),
+        ("numba_atomics", "kernel", "void(int32[::1], float32[::1], int32[::1], int32[::1])", ()),
+        ("numba_math", "kernel", "void(float64[::1], float64[::1])", ()),
+        ("numba_warp_vote", "kernel", "void(int32[::1], int32[::1])", ()),
+        ("numba_uses_devfn", "kernel", "void(float32[::1], float32[::1], float32, float32)", ()),
+        ("numba_clamp", "device", "float32(float32, float32, float32)", ()),
+        ("numba_block_reduce", "kernel", "void(float32[::1], float32[::1])", ("lineinfo",)),
+        ("numba_vec_add", "kernel", "void(float32[::1], float32[::1], float32[::1])", ("debug",)),
     ]
 
 
-def _numba_compile(name: str, kind: str, sig: str) -> str:
+def _numba_label(job) -> str:
+    name, _kind, _sig, opts = job
+    return f"numba:{name}[{','.join([f'sm_{_NUMBA_CC[0]}{_NUMBA_CC[1]}', *opts])}]"
+
+
+def _numba_exec(ns: dict, source: str, filename: str) -> None:
+    import linecache
+
+    # numba looks the source up (line info, debug info): make it findable
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+
+
+def _numba_compile(name: str, kind: str, sig: str, opts: tuple[str, ...] = ()) -> str:
+    import warnings
+
     from numba import cuda
 
     ns: dict = {}
-    exec(compile(NUMBA_SOURCE, "<corpus-numba>", "exec"), ns)
-    if name != "numba_uses_devfn":
-        ptx, _resty = cuda.compile_ptx(ns[name], sig, device=(kind == "device"), cc=_NUMBA_CC)
+    _numba_exec(ns, NUMBA_SOURCE, "<corpus-numba>")
+    kw = {"lineinfo": "lineinfo" in opts}
+    if "debug" in opts:
+        kw.update(debug=True, opt=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba's performance/debug-info chatter
+        if name != "numba_uses_devfn":
+            ptx, _resty = cuda.compile_ptx(ns[name], sig, device=(kind == "device"), cc=_NUMBA_CC, **kw)
+            return ptx
+        # A kernel calling @cuda.jit(device=True) functions. numba compiles such
+        # callees for "the current device", which needs a driver; there is none
+        # here, so tell the dispatcher the current device is a cc 7.5 one.
+        import types
+        from unittest import mock
+
+        from numba.cuda import dispatcher
+
+        fake = types.SimpleNamespace(compute_capability=_NUMBA_CC)
+        with mock.patch.object(dispatcher, "get_current_device", lambda: fake):
+            ns["clamp_dev"] = cuda.jit(device=True)(ns["numba_clamp"])
+            ns["polyval_dev"] = cuda.jit(device=True)(ns["numba_polyval"])
+            _numba_exec(ns, _NUMBA_DEVFN_SOURCE, "<corpus-numba-devfn>")
+            ptx, _resty = cuda.compile_ptx(ns[name], sig, cc=_NUMBA_CC, **kw)
         return ptx
-    # A kernel calling @cuda.jit(device=True) functions. numba compiles such
-    # callees for "the current device", which needs a driver; there is none
-    # here, so tell the dispatcher the current device is a cc 7.5 one.
-    import types
-    from unittest import mock
-
-    from numba.cuda import dispatcher
-
-    fake = types.SimpleNamespace(compute_capability=_NUMBA_CC)
-    with mock.patch.object(dispatcher, "get_current_device", lambda: fake):
-        ns["clamp_dev"] = cuda.jit(device=True)(ns["numba_clamp"])
-        ns["polyval_dev"] = cuda.jit(device=True)(ns["numba_polyval"])
-        exec(compile(_NUMBA_DEVFN_SOURCE, "<corpus-numba-devfn>", "exec"), ns)
-        ptx, _resty = cuda.compile_ptx(ns[name], sig, cc=_NUMBA_CC)
-    return ptx
 
 
 def _numba_job(job):
-    name, kind, sig = job
-    return job, _numba_compile(name, kind, sig)
+    return job, _numba_compile(*job)
 
 
 @functools.cache
@@ -534,24 +567,19 @@ def numba_modules() -> tuple[CorpusModule, ...]:
     """PTX from numba.cuda.compile_ptx (NVVM), cc 7.5."""
     arch = f"sm_{_NUMBA_CC[0]}{_NUMBA_CC[1]}"
     results: dict = {}
-    todo = []
     keys = {}
     for job in _numba_jobs():
-        key = _cache_key("numba", NUMBA_SOURCE, _NUMBA_DEVFN_SOURCE, job, _NUMBA_CC, _numba_version())
-        keys[job] = key
-        hit = _cache_get(key)
+        keys[job] = _cache_key("numba", NUMBA_SOURCE, _NUMBA_DEVFN_SOURCE, job, _NUMBA_CC,
+                               _numba_version())
+        hit = _cache_get(keys[job])
         if hit is None:
-            todo.append(job)
-        else:
-            results[job] = hit
-    # one process: the numba import dominates, the compiles are quick
-    for job in todo:
-        _, ptx = _numba_job(job)
-        results[job] = ptx
-        _cache_put(keys[job], ptx)
+            # in this process: the numba import dominates, the compiles are quick
+            _, hit = _numba_job(job)
+            _cache_put(keys[job], hit)
+        results[job] = hit
     return tuple(
-        CorpusModule(name=f"numba:{job[0]}[{arch}]", ptx=results[job], arch=arch, origin="numba",
-                     source=job[0], options=(job[1], job[2]))
+        CorpusModule(name=_numba_label(job), ptx=results[job], arch=arch, origin="numba",
+                     source=job[0], options=(job[1], job[2], *job[3]))
         for job in _numba_jobs()
     )
 
@@ -703,6 +731,45 @@ exit:
 !nvvm.annotations = !{!0}
 !0 = !{ptr @llvm_atomic_count, !"kernel", i32 1}
 """,
+    # a dense switch: the NVPTX backend lowers it to a jump table (brx.idx + .branchtargets)
+    "llvm_switch": r"""
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+define void @llvm_switch(ptr addrspace(1) %out, ptr addrspace(1) %ops) {
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %i = zext i32 %tid to i64
+  %p = getelementptr inbounds i32, ptr addrspace(1) %ops, i64 %i
+  %op = load i32, ptr addrspace(1) %p, align 4
+  switch i32 %op, label %def [
+    i32 0, label %c0
+    i32 1, label %c1
+    i32 2, label %c2
+    i32 3, label %c3
+    i32 4, label %c4
+    i32 5, label %c5
+    i32 6, label %c6
+    i32 7, label %c7
+  ]
+c0: br label %done
+c1: br label %done
+c2: br label %done
+c3: br label %done
+c4: br label %done
+c5: br label %done
+c6: br label %done
+c7: br label %done
+def: br label %done
+done:
+  %r = phi i32 [ 11, %c0 ], [ 22, %c1 ], [ 35, %c2 ], [ 47, %c3 ], [ 51, %c4 ], [ 68, %c5 ], [ 72, %c6 ], [ 89, %c7 ], [ -1, %def ]
+  %po = getelementptr inbounds i32, ptr addrspace(1) %out, i64 %i
+  store i32 %r, ptr addrspace(1) %po, align 4
+  ret void
+}
+!nvvm.annotations = !{!0}
+!0 = !{ptr @llvm_switch, !"kernel", i32 1}
+""",
 }
 
 
@@ -753,10 +820,24 @@ def corpus_module_names() -> list[str]:
     """Names of every corpus module, cheap to compute (no compilation): for parametrize."""
     names = [_module_name(p.name, a, o) for p in kernel_files()
              for a in NVRTC_ARCHES for o in NVRTC_VARIANTS]
-    arch = f"sm_{_NUMBA_CC[0]}{_NUMBA_CC[1]}"
-    names += [f"numba:{j[0]}[{arch}]" for j in _numba_jobs()]
+    names += [_numba_label(j) for j in _numba_jobs()]
     names += [f"llvm:{n}[{LLVM_CPU}]" for n in LLVM_IR_MODULES]
     return names
+
+
+def kernel_specs():
+    """The launch specs of tests/kernels (tests/kernels/specs.py, imported by path)."""
+    import importlib.util
+    import sys
+
+    name = "gpusafe_tests_kernel_specs"
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, KERNELS_DIR / "specs.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # dataclasses need the module registered while executing
+        spec.loader.exec_module(mod)
+    return mod
 
 
 def corpus_module(name: str) -> CorpusModule:

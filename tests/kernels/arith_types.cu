@@ -1,7 +1,15 @@
 // Integer and floating-point arithmetic for every C scalar width.
 // out0 = a*b + c, out1 = a - b, out2 = (a ^ b) | (c >> 1) for ints,
 // out3 = min/max mix, out4 = shift left by a small amount (unsigned and signed).
-#include <stdint.h>
+// NVRTC has no <stdint.h>; spell the fixed-width types out.
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
 
 #define INT_ARITH_KERNEL(NAME, T)                                                        \
     extern "C" __global__ void NAME(T* out, const T* a, const T* b, const T* c, int n)   \
