@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE.ptx", help="PTX file ('-' for standard input)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_inspect)
+
+    from . import report_cmd
+
+    report_cmd.add_parser(sub)
     return parser
 
 

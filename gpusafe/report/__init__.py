@@ -1,0 +1,52 @@
+"""Reports: violations as plain data, and every output rendered from them.
+
+In data-flow order:
+
+- :mod:`.model`: the facts (:class:`Violation`, :class:`AllocationInfo`, ...),
+  the :class:`ReportBuilder` that folds occurrences into deduplicated entries,
+  and the versioned JSON form (:meth:`Report.to_json` / :meth:`Report.from_json`).
+- :mod:`.describe`: the words for a kind and for where an address lies.
+- :mod:`.terminal`, :mod:`.sarif`, :mod:`.junit`: the renderings.
+
+The JSON Schema of the JSON form is ``schema/gpusafe-report-1.schema.json``
+(:data:`SCHEMA_PATH`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .model import (
+    DEFAULT_MAX_THREADS,
+    SCHEMA_ID,
+    AllocationInfo,
+    CheckedKernel,
+    Report,
+    ReportBuilder,
+    ReportFormatError,
+    SourceLocation,
+    Summary,
+    ThreadId,
+    ToolInfo,
+    UncheckedKernel,
+    Violation,
+)
+
+SCHEMA_PATH = Path(__file__).with_name("schema") / "gpusafe-report-1.schema.json"
+
+__all__ = [
+    "DEFAULT_MAX_THREADS",
+    "SCHEMA_ID",
+    "SCHEMA_PATH",
+    "AllocationInfo",
+    "CheckedKernel",
+    "Report",
+    "ReportBuilder",
+    "ReportFormatError",
+    "SourceLocation",
+    "Summary",
+    "ThreadId",
+    "ToolInfo",
+    "UncheckedKernel",
+    "Violation",
+]

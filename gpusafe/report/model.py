@@ -1,0 +1,700 @@
+"""The report's data: violations as plain facts, folded, versioned, serialised.
+
+Detection never formats text (STYLE.md): the interposer, the registry and the
+launch machinery hand this module facts (a kind, an address, a thread, the
+allocation involved) and every output (terminal, JSON, SARIF, JUnit) is
+rendered from the one :class:`Report` built here.
+
+The JSON form is the contract of DESIGN.md ("JSON report"), described by
+``schema/gpusafe-report-1.schema.json``. :meth:`Report.to_json` writes it in one
+canonical layout, so ``Report.from_json(text).to_json() == text`` for any text
+that ``to_json`` wrote; a report written by hand in another layout (other
+whitespace, upper-case hex) reads back to an equal :class:`Report` and is
+re-written canonically.
+
+:meth:`Report.from_dict` checks the document itself (types, required keys,
+unknown keys, kinds, hex addresses) and names the offending path in a
+:class:`ReportFormatError`, so reading a report needs no JSON Schema library;
+the tests hold the schema file and this reader to the same verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from instrument.kinds import AccessKind, ViolationKind
+
+from .. import __version__
+
+SCHEMA_ID = "gpusafe-report/1"
+TOOL_NAME = "gpusafe"
+DEFAULT_MAX_THREADS = 8
+"""How many offending threads one folded entry keeps (the first ones seen)."""
+
+Dim3 = tuple[int, int, int]
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+\Z")
+
+
+class ReportFormatError(ValueError):
+    """A document that is not a gpusafe-report/1 report; ``path`` names where."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+# --------------------------------------------------------------------------
+# The facts
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's source: a CUDA line from the PTX line info, or a
+    host call site (the innermost frame outside gpusafe and the bindings)."""
+
+    file: str
+    line: int
+    column: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> SourceLocation | None:
+        """``"app.py:31"`` -> ``SourceLocation("app.py", 31)``; None when the
+        text does not end in ``:LINE``."""
+        if not text:
+            return None
+        path, sep, line = text.rpartition(":")
+        if not sep or not path or not line.isdigit():
+            return None
+        return cls(path, int(line))
+
+
+@dataclass(frozen=True)
+class ThreadId:
+    """One offending thread: its block in the grid and its place in the block."""
+
+    block: Dim3
+    thread: Dim3
+
+    def __str__(self) -> str:
+        return f"thread {dim3(self.thread)} in block {dim3(self.block)}"
+
+
+def dim3(v: Sequence[int]) -> str:
+    """``(16,0,0)``: how a block or thread index is written everywhere."""
+    return "(" + ",".join(str(x) for x in v) + ")"
+
+
+@dataclass(frozen=True)
+class AllocationInfo:
+    """The allocation an access or call was checked against.
+
+    ``offset`` is the faulting address minus ``base``: negative before the
+    start, ``>= size`` past the end; null where no address is involved.
+    ``allocated_at`` / ``freed_at`` are ``file:line`` call sites in the program.
+    """
+
+    tag: int
+    base: int
+    size: int
+    offset: int | None = None
+    allocated_at: str | None = None
+    freed_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One report entry: a kind at a site against an allocation, with the
+    number of dynamic occurrences folded into it and the first offenders.
+
+    Host-side entries (bad frees, bad copies, freed kernel arguments, leaks)
+    have ``threads``, ``ptx_line`` and ``instruction`` null (DESIGN.md).
+    """
+
+    kind: ViolationKind
+    access: AccessKind | None = None
+    size: int | None = None
+    address: int | None = None
+    kernel: str | None = None
+    location: SourceLocation | None = None
+    ptx_line: int | None = None
+    instruction: str | None = None
+    count: int = 1
+    threads: tuple[ThreadId, ...] | None = None
+    allocation: AllocationInfo | None = None
+
+    @property
+    def on_device(self) -> bool:
+        """True for an access a kernel made (it has offending threads)."""
+        return self.threads is not None
+
+    @property
+    def dedup_key(self) -> tuple:
+        """Entries are one per kind + site + allocation (DESIGN.md).
+
+        The site of a device access is its instruction (kernel, PTX line,
+        source line); the site of a host-side violation is the program's call
+        site. The allocation is its tag, never reused within a run.
+        """
+        tag = self.allocation.tag if self.allocation is not None else None
+        return (self.kind, self.kernel, self.ptx_line, self.instruction, self.location, tag)
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str = TOOL_NAME
+    version: str = __version__
+
+
+@dataclass(frozen=True)
+class CheckedKernel:
+    """A kernel that ran instrumented, and how many times it was launched."""
+
+    name: str
+    launches: int
+
+
+@dataclass(frozen=True)
+class UncheckedKernel:
+    """A kernel that ran without checks (cubin-only module, filtered out), and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    violations: int
+    occurrences: int
+    kernels_checked: int
+    launches: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """A whole session's findings: the one source of every rendering."""
+
+    command: tuple[str, ...]
+    device: str
+    exit_code: int | None
+    violations: tuple[Violation, ...]
+    summary: Summary
+    tool: ToolInfo = field(default_factory=ToolInfo)
+    checked_kernels: tuple[CheckedKernel, ...] | None = None
+    unchecked_kernels: tuple[UncheckedKernel, ...] | None = None
+    schema: str = SCHEMA_ID
+
+    @property
+    def clean(self) -> bool:
+        return not self.violations
+
+    def exit_status(self, error_exitcode: int = 86) -> int:
+        """DESIGN.md "Exit status": the program's own status when nothing was
+        found, ``error_exitcode`` otherwise."""
+        if self.violations:
+            return error_exitcode
+        return self.exit_code if self.exit_code is not None else 0
+
+    # -- JSON ---------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema": self.schema,
+            "tool": {"name": self.tool.name, "version": self.tool.version},
+            "command": list(self.command),
+            "device": self.device,
+            "exit_code": self.exit_code,
+            "violations": [_violation_to_dict(v) for v in self.violations],
+            "summary": {
+                "violations": self.summary.violations,
+                "occurrences": self.summary.occurrences,
+                "kernels_checked": self.summary.kernels_checked,
+                "launches": self.summary.launches,
+                "dropped": self.summary.dropped,
+            },
+        }
+        if self.checked_kernels is not None:
+            d["checked_kernels"] = [
+                {"name": k.name, "launches": k.launches} for k in self.checked_kernels
+            ]
+        if self.unchecked_kernels is not None:
+            d["unchecked_kernels"] = [
+                {"name": k.name, "reason": k.reason} for k in self.unchecked_kernels
+            ]
+        return d
+
+    def to_json(self) -> str:
+        """The canonical text: two-space indent, short containers on one line,
+        a final newline. Deterministic, so a saved report re-renders to the
+        same bytes."""
+        return _dump(self.to_dict(), 0) + "\n"
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Report:
+        return _read_report(doc)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        """Parse a report; :class:`json.JSONDecodeError` for text that is not
+        JSON, :class:`ReportFormatError` for JSON that is not a report."""
+        return _read_report(json.loads(text))
+
+
+def hex_address(value: int) -> str:
+    return f"0x{value:x}"
+
+
+def _violation_to_dict(v: Violation) -> dict[str, Any]:
+    a = v.allocation
+    return {
+        "kind": v.kind.value,
+        "access": v.access.value if v.access is not None else None,
+        "size": v.size,
+        "address": hex_address(v.address) if v.address is not None else None,
+        "kernel": v.kernel,
+        "location": (
+            {"file": v.location.file, "line": v.location.line, "column": v.location.column}
+            if v.location is not None else None
+        ),
+        "ptx_line": v.ptx_line,
+        "instruction": v.instruction,
+        "count": v.count,
+        "threads": (
+            [{"block": list(t.block), "thread": list(t.thread)} for t in v.threads]
+            if v.threads is not None else None
+        ),
+        "allocation": (
+            {
+                "tag": a.tag,
+                "base": hex_address(a.base),
+                "size": a.size,
+                "offset": a.offset,
+                "allocated_at": a.allocated_at,
+                "freed_at": a.freed_at,
+            }
+            if a is not None else None
+        ),
+    }
+
+
+# --------------------------------------------------------------------------
+# Canonical layout
+
+
+_INLINE_WIDTH = 76
+
+
+def _dump(obj: Any, level: int) -> str:
+    flat = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    if not isinstance(obj, (dict, list)) or not obj:
+        return flat
+    if len(flat) + 2 * level <= _INLINE_WIDTH and _depth(obj) <= 2:
+        return flat
+    pad = "  " * (level + 1)
+    if isinstance(obj, dict):
+        items = [
+            f"{pad}{json.dumps(k, ensure_ascii=False)}: {_dump(v, level + 1)}"
+            for k, v in obj.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    items = [f"{pad}{_dump(v, level + 1)}" for v in obj]
+    return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
+
+
+def _depth(obj: Any) -> int:
+    if isinstance(obj, dict):
+        return 1 + max((_depth(v) for v in obj.values()), default=0)
+    if isinstance(obj, list):
+        return 1 + max((_depth(v) for v in obj), default=0)
+    return 0
+
+
+# --------------------------------------------------------------------------
+# Folding occurrences into entries
+
+
+class ReportBuilder:
+    """Folds a session's violation occurrences into deduplicated entries.
+
+    The run machinery feeds it as things happen::
+
+        b = ReportBuilder(["python", "app.py"], device="cpu")
+        b.record_launch("oob_write")                       # each checked launch
+        b.add_device_violation(ViolationKind.GLOBAL_OUT_OF_BOUNDS, access="write",
+                               size=4, address=0x7f0000001040, kernel="oob_write",
+                               ptx_line=41, instruction="st.global.f32 [%rd8], %f2;",
+                               location=SourceLocation("oob.cu", 5, 5),
+                               block=(0, 0, 0), thread=(16, 0, 0), allocation=alloc)
+        b.add_host_violation(ViolationKind.DOUBLE_FREE,
+                             location=SourceLocation("app.py", 40),
+                             address=alloc.base, allocation=alloc)
+        report = b.build(exit_code=0)
+
+    Entries keep the facts of the first occurrence of their key (address,
+    allocation offset), a count of all of them, and the first
+    ``max_threads`` distinct offending threads.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        device: str,
+        *,
+        max_threads: int = DEFAULT_MAX_THREADS,
+        tool: ToolInfo | None = None,
+    ) -> None:
+        if max_threads < 1:
+            raise ValueError("max_threads must be at least 1")
+        self.command = tuple(command)
+        self.device = device
+        self.max_threads = max_threads
+        self.tool = tool or ToolInfo()
+        self._entries: dict[tuple, _Entry] = {}
+        self._launches: dict[str, int] = {}
+        self._unchecked: dict[str, str] = {}
+        self._dropped = 0
+        # Records are drained at synchronisation points, which a program may
+        # reach from several threads at once.
+        self._lock = threading.RLock()
+
+    # -- violations ----------------------------------------------------------
+
+    def add(self, violation: Violation) -> None:
+        """Fold one entry (``count`` occurrences, its ``threads``) into the report."""
+        if violation.count < 1:
+            raise ValueError("a violation entry counts at least one occurrence")
+        key = violation.dedup_key
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry(violation)
+            entry.count += violation.count
+            if violation.threads is not None:
+                for t in violation.threads:
+                    if len(entry.threads) >= self.max_threads:
+                        break
+                    if t not in entry.threads:
+                        entry.threads.append(t)
+
+    def add_device_violation(
+        self,
+        kind: ViolationKind | str,
+        *,
+        access: AccessKind | str,
+        size: int,
+        address: int,
+        kernel: str,
+        ptx_line: int | None,
+        instruction: str | None,
+        block: Sequence[int],
+        thread: Sequence[int],
+        location: SourceLocation | None = None,
+        allocation: AllocationInfo | None = None,
+        count: int = 1,
+    ) -> None:
+        """One access a kernel attempted and the check refused (one drained
+        device record, mapped through the site table)."""
+        self.add(Violation(
+            kind=ViolationKind(kind),
+            access=AccessKind(access),
+            size=size,
+            address=address,
+            kernel=kernel,
+            location=location,
+            ptx_line=ptx_line,
+            instruction=instruction,
+            count=count,
+            threads=(ThreadId(_as_dim3(block), _as_dim3(thread)),),
+            allocation=allocation,
+        ))
+
+    def add_host_violation(
+        self,
+        kind: ViolationKind | str,
+        *,
+        location: SourceLocation | None = None,
+        address: int | None = None,
+        size: int | None = None,
+        allocation: AllocationInfo | None = None,
+        kernel: str | None = None,
+    ) -> None:
+        """A violation found on the host: a bad free or copy (``location`` is
+        the program's call site), a freed pointer passed to a launch
+        (``kernel`` names the kernel), or a leak (``location`` is the
+        allocation site, taken from ``allocation.allocated_at`` when not given)."""
+        kind = ViolationKind(kind)
+        if location is None and kind is ViolationKind.LEAK and allocation is not None:
+            location = SourceLocation.parse(allocation.allocated_at)
+        self.add(Violation(
+            kind=kind,
+            size=size,
+            address=address,
+            kernel=kernel,
+            location=location,
+            allocation=allocation,
+        ))
+
+    # -- launches --------------------------------------------------------------
+
+    def record_launch(self, kernel: str) -> None:
+        """A launch of a kernel that ran with checking on."""
+        with self._lock:
+            self._launches[kernel] = self._launches.get(kernel, 0) + 1
+
+    def record_unchecked(self, kernel: str, reason: str) -> None:
+        """A kernel that ran without checking (the first reason given is kept)."""
+        with self._lock:
+            self._unchecked.setdefault(kernel, reason)
+
+    def record_dropped(self, records: int) -> None:
+        """Device records lost because the violation buffer was full."""
+        with self._lock:
+            self._dropped += records
+
+    def merge(self, report: Report) -> None:
+        """Fold another report (a child process's) into this one."""
+        with self._lock:
+            for v in report.violations:
+                self.add(v)
+            for k in report.checked_kernels or ():
+                self._launches[k.name] = self._launches.get(k.name, 0) + k.launches
+            for u in report.unchecked_kernels or ():
+                self.record_unchecked(u.name, u.reason)
+            self._dropped += report.summary.dropped
+
+    # -- result ----------------------------------------------------------------
+
+    @property
+    def occurrences(self) -> int:
+        with self._lock:
+            return sum(e.count for e in self._entries.values())
+
+    def violations(self) -> tuple[Violation, ...]:
+        with self._lock:
+            return tuple(e.freeze() for e in self._entries.values())
+
+    def build(self, exit_code: int | None) -> Report:
+        """The report so far (the builder stays usable: build again later)."""
+        with self._lock:
+            violations = self.violations()
+            checked = tuple(CheckedKernel(n, c) for n, c in self._launches.items())
+            unchecked = tuple(UncheckedKernel(n, r) for n, r in self._unchecked.items())
+            dropped = self._dropped
+        return Report(
+            command=self.command,
+            device=self.device,
+            exit_code=exit_code,
+            violations=violations,
+            summary=Summary(
+                violations=len(violations),
+                occurrences=sum(v.count for v in violations),
+                kernels_checked=len(checked),
+                launches=sum(k.launches for k in checked),
+                dropped=dropped,
+            ),
+            tool=self.tool,
+            checked_kernels=checked,
+            unchecked_kernels=unchecked,
+        )
+
+
+class _Entry:
+    __slots__ = ("first", "count", "threads")
+
+    def __init__(self, first: Violation) -> None:
+        self.first = first
+        self.count = 0
+        self.threads: list[ThreadId] = []
+
+    def freeze(self) -> Violation:
+        threads = tuple(self.threads) if self.first.threads is not None else None
+        return replace(self.first, count=self.count, threads=threads)
+
+
+def _as_dim3(v: Sequence[int]) -> Dim3:
+    t = tuple(int(x) for x in v)
+    if len(t) != 3:
+        raise ValueError(f"expected three coordinates (x, y, z), got {tuple(v)!r}")
+    return t  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------
+# Reading a document back, with named errors
+
+
+def _read_report(doc: Any) -> Report:
+    d = _object(doc, "", required=("schema", "tool", "command", "device", "exit_code",
+                                   "violations", "summary"),
+                optional=("checked_kernels", "unchecked_kernels"))
+    schema = _string(d["schema"], "schema")
+    if schema != SCHEMA_ID:
+        raise ReportFormatError("schema", f"unsupported report schema {schema!r} "
+                                          f"(this gpusafe reads {SCHEMA_ID!r})")
+    t = _object(d["tool"], "tool", required=("name", "version"))
+    s = _object(d["summary"], "summary",
+                required=("violations", "occurrences", "kernels_checked", "launches", "dropped"))
+    return Report(
+        schema=schema,
+        tool=ToolInfo(_string(t["name"], "tool.name"), _string(t["version"], "tool.version")),
+        command=tuple(_string(c, f"command[{i}]")
+                      for i, c in enumerate(_array(d["command"], "command"))),
+        device=_string(d["device"], "device"),
+        exit_code=_opt(d["exit_code"], "exit_code", _integer),
+        violations=tuple(_read_violation(v, f"violations[{i}]")
+                         for i, v in enumerate(_array(d["violations"], "violations"))),
+        summary=Summary(**{k: _integer(s[k], f"summary.{k}", minimum=0) for k in s}),
+        checked_kernels=_optional_list(d, "checked_kernels", _read_checked),
+        unchecked_kernels=_optional_list(d, "unchecked_kernels", _read_unchecked),
+    )
+
+
+def _read_violation(doc: Any, path: str) -> Violation:
+    d = _object(doc, path, required=("kind", "access", "size", "address", "kernel", "location",
+                                     "ptx_line", "instruction", "count", "threads",
+                                     "allocation"))
+    return Violation(
+        kind=_enum(ViolationKind, d["kind"], f"{path}.kind"),
+        access=_opt(d["access"], f"{path}.access", lambda x, p: _enum(AccessKind, x, p)),
+        size=_opt(d["size"], f"{path}.size", lambda x, p: _integer(x, p, minimum=0)),
+        address=_opt(d["address"], f"{path}.address", _address),
+        kernel=_opt(d["kernel"], f"{path}.kernel", _string),
+        location=_opt(d["location"], f"{path}.location", _read_location),
+        ptx_line=_opt(d["ptx_line"], f"{path}.ptx_line", lambda x, p: _integer(x, p, minimum=1)),
+        instruction=_opt(d["instruction"], f"{path}.instruction", _string),
+        count=_integer(d["count"], f"{path}.count", minimum=1),
+        threads=_opt(d["threads"], f"{path}.threads",
+                     lambda x, p: tuple(_read_thread(t, f"{p}[{i}]")
+                                        for i, t in enumerate(_array(x, p)))),
+        allocation=_opt(d["allocation"], f"{path}.allocation", _read_allocation),
+    )
+
+
+def _read_location(doc: Any, path: str) -> SourceLocation:
+    d = _object(doc, path, required=("file", "line", "column"))
+    return SourceLocation(
+        file=_string(d["file"], f"{path}.file"),
+        line=_integer(d["line"], f"{path}.line", minimum=1),
+        column=_opt(d["column"], f"{path}.column", lambda x, p: _integer(x, p, minimum=1)),
+    )
+
+
+def _read_thread(doc: Any, path: str) -> ThreadId:
+    d = _object(doc, path, required=("block", "thread"))
+    return ThreadId(_read_dim3(d["block"], f"{path}.block"),
+                    _read_dim3(d["thread"], f"{path}.thread"))
+
+
+def _read_dim3(doc: Any, path: str) -> Dim3:
+    items = _array(doc, path)
+    if len(items) != 3:
+        raise ReportFormatError(path, f"expected 3 coordinates, got {len(items)}")
+    x, y, z = (_integer(v, f"{path}[{i}]", minimum=0) for i, v in enumerate(items))
+    return (x, y, z)
+
+
+def _read_allocation(doc: Any, path: str) -> AllocationInfo:
+    d = _object(doc, path, required=("tag", "base", "size", "offset", "allocated_at",
+                                     "freed_at"))
+    return AllocationInfo(
+        tag=_integer(d["tag"], f"{path}.tag", minimum=0),
+        base=_address(d["base"], f"{path}.base"),
+        size=_integer(d["size"], f"{path}.size", minimum=0),
+        offset=_opt(d["offset"], f"{path}.offset", _integer),
+        allocated_at=_opt(d["allocated_at"], f"{path}.allocated_at", _string),
+        freed_at=_opt(d["freed_at"], f"{path}.freed_at", _string),
+    )
+
+
+def _read_checked(doc: Any, path: str) -> CheckedKernel:
+    d = _object(doc, path, required=("name", "launches"))
+    return CheckedKernel(_string(d["name"], f"{path}.name"),
+                         _integer(d["launches"], f"{path}.launches", minimum=0))
+
+
+def _read_unchecked(doc: Any, path: str) -> UncheckedKernel:
+    d = _object(doc, path, required=("name", "reason"))
+    return UncheckedKernel(_string(d["name"], f"{path}.name"),
+                           _string(d["reason"], f"{path}.reason"))
+
+
+def _type_name(x: Any) -> str:
+    if x is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string",
+            list: "array", dict: "object"}.get(type(x), type(x).__name__)
+
+
+def _object(doc: Any, path: str, *, required: Iterable[str],
+            optional: Iterable[str] = ()) -> Mapping[str, Any]:
+    if not isinstance(doc, dict):
+        raise ReportFormatError(path, f"expected an object, got {_type_name(doc)}")
+    required = tuple(required)
+    for key in required:
+        if key not in doc:
+            raise ReportFormatError(path, f"missing required property {key!r}")
+    known = set(required) | set(optional)
+    for key in doc:
+        if key not in known:
+            raise ReportFormatError(path, f"unknown property {key!r}")
+    return doc
+
+
+def _array(doc: Any, path: str) -> list:
+    if not isinstance(doc, list):
+        raise ReportFormatError(path, f"expected an array, got {_type_name(doc)}")
+    return doc
+
+
+def _string(doc: Any, path: str) -> str:
+    if not isinstance(doc, str):
+        raise ReportFormatError(path, f"expected a string, got {_type_name(doc)}")
+    return doc
+
+
+def _integer(doc: Any, path: str, minimum: int | None = None) -> int:
+    # JSON (and JSON Schema) has numbers, not ints: 4.0 is the integer 4.
+    if isinstance(doc, float) and doc.is_integer():
+        doc = int(doc)
+    if isinstance(doc, bool) or not isinstance(doc, int):
+        raise ReportFormatError(path, f"expected an integer, got {_type_name(doc)}")
+    if minimum is not None and doc < minimum:
+        raise ReportFormatError(path, f"expected an integer >= {minimum}, got {doc}")
+    return doc
+
+
+def _address(doc: Any, path: str) -> int:
+    text = _string(doc, path)
+    if not _HEX.match(text):
+        raise ReportFormatError(path, f"expected a hex address like '0x7f0000001000', "
+                                      f"got {text!r}")
+    return int(text, 16)
+
+
+def _enum(enum: type, doc: Any, path: str):
+    text = _string(doc, path)
+    try:
+        return enum(text)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise ReportFormatError(path, f"{text!r} is not one of {allowed}") from None
+
+
+def _opt(doc: Any, path: str, read):
+    return None if doc is None else read(doc, path)
+
+
+def _optional_list(d: Mapping[str, Any], key: str, read):
+    """An optional property: absent is None; present, it must be an array."""
+    if key not in d:
+        return None
+    return tuple(read(x, f"{key}[{i}]") for i, x in enumerate(_array(d[key], key)))

@@ -1,0 +1,190 @@
+"""The report as SARIF 2.1.0, for code-scanning dashboards and IDEs.
+
+One rule per violation kind (rule id = kind string). Each result is an
+``error`` at the source line (or, with no line info, a logical location naming
+the kernel), with the allocation site, and the free site where there is one,
+as related locations; the occurrence count, the first offending threads and
+the raw facts travel in the result's property bag.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+from urllib.parse import quote
+
+from instrument.kinds import ViolationKind
+
+from .describe import MEANINGS, REMEDIES, TITLES, message
+from .model import Report, SourceLocation, Violation, hex_address
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+_RULE_INDEX = {kind: i for i, kind in enumerate(ViolationKind)}
+
+
+def to_sarif(report: Report) -> dict[str, Any]:
+    """The SARIF log object (a dict ready for ``json.dump``)."""
+    results = [_result(v) for v in report.violations]
+    invocation: dict[str, Any] = {
+        "executionSuccessful": True,
+        "commandLine": shlex.join(report.command),
+        "arguments": list(report.command),
+        "properties": {"device": report.device},
+    }
+    if report.exit_code is not None:
+        invocation["exitCode"] = report.exit_code
+    notifications = [
+        {
+            "level": "warning",
+            "message": {"text": f"kernel {k.name} ran without checks: {k.reason}"},
+            "locations": [_logical(k.name)],
+        }
+        for k in report.unchecked_kernels or ()
+    ]
+    if report.summary.dropped:
+        notifications.append({
+            "level": "warning",
+            "message": {"text": f"{report.summary.dropped} violation records were dropped "
+                                "(the violation buffer was full)"},
+        })
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    s = report.summary
+    return {
+        "$schema": SARIF_SCHEMA_URI,
+        "version": SARIF_VERSION,
+        "runs": [{
+            "tool": {"driver": {
+                "name": report.tool.name,
+                "version": report.tool.version,
+                "semanticVersion": report.tool.version,
+                "rules": [_rule(kind) for kind in ViolationKind],
+            }},
+            "invocations": [invocation],
+            "results": results,
+            "properties": {
+                "device": report.device,
+                "summary": {
+                    "violations": s.violations,
+                    "occurrences": s.occurrences,
+                    "kernelsChecked": s.kernels_checked,
+                    "launches": s.launches,
+                    "dropped": s.dropped,
+                },
+            },
+        }],
+    }
+
+
+def render(report: Report) -> str:
+    """The SARIF log as JSON text."""
+    return json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
+
+
+def _rule(kind: ViolationKind) -> dict[str, Any]:
+    return {
+        "id": kind.value,
+        "name": "".join(part.capitalize() for part in kind.value.split("-")),
+        "shortDescription": {"text": TITLES[kind]},
+        "fullDescription": {"text": MEANINGS[kind]},
+        "help": {"text": f"{MEANINGS[kind]} {REMEDIES[kind]}"},
+        "defaultConfiguration": {"level": "error"},
+        "properties": {"tags": ["memory-safety", "cuda"]},
+    }
+
+
+def _result(v: Violation) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": v.kind.value,
+        "ruleIndex": _RULE_INDEX[v.kind],
+        "level": "error",
+        "message": {"text": message(v)},
+    }
+    location = _primary_location(v)
+    if location is not None:
+        result["locations"] = [location]
+    related = _related_locations(v)
+    if related:
+        result["relatedLocations"] = related
+    props: dict[str, Any] = {"count": v.count}
+    if v.threads is not None:
+        props["threads"] = [{"block": list(t.block), "thread": list(t.thread)}
+                            for t in v.threads]
+    if v.access is not None:
+        props["access"] = v.access.value
+    if v.size is not None:
+        props["size"] = v.size
+    if v.address is not None:
+        props["address"] = hex_address(v.address)
+    if v.kernel is not None:
+        props["kernel"] = v.kernel
+    if v.ptx_line is not None:
+        props["ptxLine"] = v.ptx_line
+    if v.instruction is not None:
+        props["instruction"] = v.instruction
+    if v.allocation is not None:
+        a = v.allocation
+        props["allocation"] = {"tag": a.tag, "base": hex_address(a.base), "size": a.size,
+                               "offset": a.offset, "allocatedAt": a.allocated_at,
+                               "freedAt": a.freed_at}
+    result["properties"] = props
+    return result
+
+
+def _primary_location(v: Violation) -> dict[str, Any] | None:
+    if v.location is not None:
+        loc: dict[str, Any] = {"physicalLocation": _physical(v.location)}
+        if v.kernel is not None:
+            loc["logicalLocations"] = [_logical_location(v.kernel)]
+        return loc
+    if v.kernel is not None:
+        return _logical(v.kernel)
+    return None
+
+
+def _related_locations(v: Violation) -> list[dict[str, Any]]:
+    related = []
+    a = v.allocation
+    if a is None:
+        return related
+    for text, what in ((a.allocated_at, "allocated"), (a.freed_at, "freed")):
+        site = SourceLocation.parse(text)
+        if site is None:
+            continue
+        related.append({
+            "id": len(related) + 1,
+            "physicalLocation": _physical(site),
+            "message": {"text": f"{a.size}-byte allocation (tag {a.tag}) {what} here"},
+        })
+    return related
+
+
+def _physical(loc: SourceLocation) -> dict[str, Any]:
+    region: dict[str, Any] = {"startLine": loc.line}
+    if loc.column is not None:
+        region["startColumn"] = loc.column
+    return {"artifactLocation": {"uri": file_uri(loc.file)}, "region": region}
+
+
+def _logical_location(kernel: str) -> dict[str, Any]:
+    return {"name": kernel, "kind": "function"}
+
+
+def _logical(kernel: str) -> dict[str, Any]:
+    return {"logicalLocations": [_logical_location(kernel)]}
+
+
+def file_uri(path: str) -> str:
+    """A SARIF ``uri`` for a file path: a relative reference for a relative
+    path, a ``file:`` URI for an absolute one; unsafe characters escaped."""
+    if PureWindowsPath(path).drive:
+        return "file:///" + quote(PureWindowsPath(path).as_posix(), safe="/:")
+    posix = PurePosixPath(path.replace("\\", "/"))
+    if posix.is_absolute():
+        return "file://" + quote(str(posix), safe="/")
+    return quote(str(posix), safe="/")

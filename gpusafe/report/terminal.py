@@ -1,0 +1,235 @@
+"""The report as people read it: on stderr during a run, or in a log file.
+
+A header (command, device), one block per violation (kind, access, kernel,
+``file:line`` with the CUDA source around it, threads, address, the
+allocation in words, occurrences), then a summary table. Every line reads the
+same without colour: colour is added only on a terminal, and never where
+NO_COLOR is set (rich's own rules).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .describe import TITLES, describe_access, describe_allocation, describe_threads
+from .model import Report, SourceLocation, Violation, hex_address
+
+CONTEXT_LINES = 2
+"""Source lines shown on each side of the faulting line."""
+
+
+def render(
+    report: Report,
+    file: TextIO | None = None,
+    *,
+    print_limit: int = 0,
+    search_dirs: Iterable[str | os.PathLike[str]] = (),
+    color: bool | None = None,
+    width: int | None = None,
+) -> None:
+    """Write ``report`` to ``file`` (standard error by default).
+
+    ``print_limit``: at most that many violation blocks (0: all); the summary
+    still counts every one. ``search_dirs``: where to look for a source file
+    whose name is not found as given (NVRTC names sources without a directory;
+    pass the program's directory). ``color``: None to colour only a terminal
+    not under NO_COLOR, False never, True always.
+    """
+    console = _console(file if file is not None else sys.stderr, color, width)
+    _Renderer(console, tuple(Path(d) for d in search_dirs)).report(report, print_limit)
+
+
+def render_text(
+    report: Report,
+    *,
+    print_limit: int = 0,
+    search_dirs: Iterable[str | os.PathLike[str]] = (),
+    width: int = 100,
+) -> str:
+    """The report as plain text, without colour (for log files and tests)."""
+    buf = io.StringIO()
+    render(report, buf, print_limit=print_limit, search_dirs=search_dirs, color=False,
+           width=width)
+    return buf.getvalue()
+
+
+def _console(file: TextIO, color: bool | None, width: int | None) -> Console:
+    if color is None:
+        return Console(file=file, highlight=False, width=width)
+    if color:
+        return Console(file=file, highlight=False, width=width, force_terminal=True,
+                       no_color=False)
+    return Console(file=file, highlight=False, width=width, color_system=None,
+                   force_terminal=False, no_color=True)
+
+
+def find_source(file: str, search_dirs: Sequence[Path]) -> Path | None:
+    """The source file a location names: as given, then under each search
+    directory (by its relative path, then by its bare name)."""
+    given = Path(file)
+    candidates = [given]
+    if not given.is_absolute():
+        for d in search_dirs:
+            candidates.append(d / given)
+    for d in search_dirs:
+        if given.name:
+            candidates.append(d / given.name)
+    for c in candidates:
+        if c.is_file():
+            return c
+    return None
+
+
+def source_excerpt(
+    location: SourceLocation, search_dirs: Sequence[Path], context: int = CONTEXT_LINES
+) -> list[tuple[int, str]] | None:
+    """``(line number, text)`` around ``location.line``; None when the file
+    cannot be found or read, or does not have that line."""
+    path = find_source(location.file, search_dirs)
+    if path is None:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    if not 1 <= location.line <= len(lines):
+        return None
+    first = max(1, location.line - context)
+    last = min(len(lines), location.line + context)
+    return [(n, lines[n - 1].rstrip()) for n in range(first, last + 1)]
+
+
+class _Renderer:
+    def __init__(self, console: Console, search_dirs: tuple[Path, ...]) -> None:
+        self.out = console
+        self.search_dirs = search_dirs
+
+    def line(self, text: Text | str = "") -> None:
+        self.out.print(text, soft_wrap=True)
+
+    def report(self, report: Report, print_limit: int) -> None:
+        self.header(report)
+        shown = report.violations if print_limit <= 0 else report.violations[:print_limit]
+        for i, v in enumerate(shown, 1):
+            self.violation(i, v)
+        hidden = len(report.violations) - len(shown)
+        if hidden:
+            self.line(Text(f"... {hidden} more violation{'s' if hidden != 1 else ''} not shown "
+                           f"(--print-limit {print_limit}); the summary counts them all.",
+                           style="yellow"))
+            self.line()
+        self.summary(report)
+
+    def header(self, report: Report) -> None:
+        title = Text("gpusafe", style="bold")
+        title.append(f" {report.tool.version}", style="dim")
+        title.append(": ")
+        title.append(shlex.join(report.command) or "(no command)", style="bold")
+        self.line(title)
+        self.line(Text(f"device: {report.device}"))
+        if report.exit_code is not None:
+            self.line(Text(f"program exit status: {report.exit_code}"))
+        self.line()
+
+    def violation(self, index: int, v: Violation) -> None:
+        head = Text(f"[{index}] ", style="dim")
+        head.append(f"ERROR {v.kind.value}", style="bold red")
+        head.append(f"  {TITLES[v.kind]}")
+        self.line(head)
+        access = describe_access(v)
+        if access:
+            self.line(Text("    ") + Text(access, style="bold"))
+        if v.location is not None:
+            at = Text("    at ")
+            loc = str(v.location)
+            if v.location.column is not None:
+                loc += f":{v.location.column}"
+            at.append(loc, style="cyan")
+            self.line(at)
+            excerpt = source_excerpt(v.location, self.search_dirs)
+            if excerpt:
+                self.excerpt(excerpt, v.location.line)
+        elif v.on_device:
+            self.line(Text("    at an unknown source line (the PTX carries no line info)",
+                           style="dim"))
+        if v.instruction is not None:
+            ptx = Text("    PTX")
+            if v.ptx_line is not None:
+                ptx.append(f" line {v.ptx_line}")
+            ptx.append(": ")
+            ptx.append(v.instruction, style="dim")
+            self.line(ptx)
+        threads = describe_threads(v)
+        if threads:
+            self.line(Text(f"    {threads}"))
+        where = describe_allocation(v)
+        if v.address is not None or where:
+            addr = Text("    ")
+            if v.address is not None:
+                addr.append(f"address {hex_address(v.address)}")
+                if where:
+                    addr.append(": ")
+            if where:
+                addr.append(where, style="magenta")
+            self.line(addr)
+        n = v.count
+        self.line(Text(f"    {n} occurrence{'s' if n != 1 else ''}"))
+        self.line()
+
+    def excerpt(self, excerpt: list[tuple[int, str]], target: int) -> None:
+        width = len(str(excerpt[-1][0]))
+        for n, text in excerpt:
+            hit = n == target
+            row = Text("    " + (">" if hit else " ") + f" {n:>{width}} | ",
+                       style="bold red" if hit else "dim")
+            row.append(text, style="bold" if hit else "")
+            self.line(row)
+
+    def summary(self, report: Report) -> None:
+        s = report.summary
+        table = Table(title="gpusafe summary", box=box.ASCII2, title_justify="left",
+                      show_edge=True)
+        table.add_column("violation kind")
+        table.add_column("entries", justify="right")
+        table.add_column("occurrences", justify="right")
+        entries: Counter[str] = Counter()
+        occurrences: Counter[str] = Counter()
+        for v in report.violations:
+            entries[v.kind.value] += 1
+            occurrences[v.kind.value] += v.count
+        for kind in entries:
+            table.add_row(kind, str(entries[kind]), str(occurrences[kind]))
+        table.add_row("total", str(s.violations), str(s.occurrences), style="bold",
+                      end_section=True)
+        table.add_row("kernels checked", str(s.kernels_checked), "")
+        table.add_row("checked launches", str(s.launches), "")
+        unchecked = report.unchecked_kernels or ()
+        if unchecked:
+            table.add_row("kernels NOT checked", str(len(unchecked)), "", style="yellow")
+        if s.dropped:
+            table.add_row("records dropped", str(s.dropped), "", style="yellow")
+        self.out.print(table)
+        for k in unchecked:
+            self.line(Text(f"not checked: kernel {k.name}: {k.reason}", style="yellow"))
+        if s.dropped:
+            self.line(Text(f"warning: {s.dropped} violation records were dropped "
+                           "(the violation buffer was full); more violations happened than "
+                           "are counted above.", style="yellow"))
+        if report.violations:
+            self.line(Text(f"gpusafe: {s.violations} violation"
+                           f"{'s' if s.violations != 1 else ''} ({s.occurrences} occurrence"
+                           f"{'s' if s.occurrences != 1 else ''}) found.", style="bold red"))
+        else:
+            self.line(Text("gpusafe: no violations found.", style="bold green"))
