@@ -159,13 +159,13 @@ def _nvrtc_compile_uncached(
         (cerr,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
         err, logsize = nvrtc.nvrtcGetProgramLogSize(prog)
         _check_nvrtc(err, "nvrtcGetProgramLogSize")
-        logbuf = b" " * logsize
+        logbuf = bytearray(logsize)
         (err,) = nvrtc.nvrtcGetProgramLog(prog, logbuf)
         log = logbuf.rstrip(b"\0").decode(errors="replace")
         _check_nvrtc(cerr, f"NVRTC compilation of {name} ({' '.join(opts[:1] + list(options))})", log)
         err, size = nvrtc.nvrtcGetPTXSize(prog)
         _check_nvrtc(err, "nvrtcGetPTXSize")
-        buf = b" " * size
+        buf = bytearray(size)
         (err,) = nvrtc.nvrtcGetPTX(prog, buf)
         _check_nvrtc(err, "nvrtcGetPTX")
         ptx = buf.rstrip(b"\0").decode()
