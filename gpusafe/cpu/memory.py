@@ -1,0 +1,331 @@
+"""Device memory of the CPU device: the global arena and its allocation map.
+
+Global memory is an arena of stable 64-bit addresses starting at
+:data:`GLOBAL_BASE`.  Allocations are placed by a bump allocator and an address
+range is never handed out twice, so a stale pointer always lands in the record
+of the allocation it came from (live or freed), never in a newer one.  Each
+allocation is followed by a red zone of at least :data:`RED_ZONE` bytes that
+belongs to no allocation: a linear overflow lands outside every allocation,
+where the oracle sees it.
+
+The arena is backed by one buffer per allocation ("segment") covering the
+allocation and the gap up to the next one, so every address between
+:data:`GLOBAL_BASE` and the end of the last segment has backing bytes: an
+access into a red zone behaves like on a GPU (it reads whatever is there).
+Addresses outside the arena are not device memory; an access there is an
+:class:`~gpusafe.cpu.errors.IllegalAddress`.
+
+Freed allocations keep their record forever and their bytes for a while (a
+quarantine of ``quarantine`` bytes); after that their buffer is dropped and
+reads there see zeros.
+
+Shared and local memory are not here: they live in the executor, per block
+and per thread.  Their *generic* addresses are windows of the 64-bit address
+space, fixed here so that every module agrees on them (docs/cpu-device.md).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import IllegalAddress, InvalidAddress, OutOfMemory
+
+GLOBAL_BASE = 0x7F00_0000_0000
+"""First address of the global arena."""
+SHARED_WINDOW = 0x0000_1000_0000_0000
+"""Generic address of shared-memory offset 0 (``cvta.shared`` adds it)."""
+LOCAL_WINDOW = 0x0000_2000_0000_0000
+"""Generic address of local-memory offset 0 of the executing thread."""
+PARAM_WINDOW = 0x0000_3000_0000_0000
+"""Generic address of kernel-parameter offset 0 (``cvta.param``)."""
+FUNCTION_BASE = 0x0000_4000_0000_0000
+"""Addresses of device functions (function pointers) start here."""
+WINDOW_SIZE = 1 << 32
+"""Size of each generic window."""
+LOCAL_STACK_BASE = 0x1_0000
+"""Local address of the bottom of every thread's stack (the kernel's frame).
+Local addresses below it are in the thread's window but outside its stack,
+so an underflow of a local array is a local-out-of-bounds access."""
+NULL_PAGE = 0x1000
+"""Addresses below this are the null page."""
+RED_ZONE = 256
+"""Minimum unallocated gap after every allocation."""
+SEGMENT_ALIGN = 256
+
+
+def _align_up(value: int, align: int) -> int:
+    return (value + align - 1) // align * align
+
+
+@dataclass(eq=False)
+class Allocation:
+    """One device allocation; its record outlives ``free``."""
+
+    tag: int
+    base: int
+    size: int
+    live: bool = True
+    label: str = ""  # what it is when not a user allocation, e.g. "module variable gtab"
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def __repr__(self) -> str:
+        state = "live" if self.live else "freed"
+        return f"Allocation(tag={self.tag}, base={self.base:#x}, size={self.size}, {state})"
+
+
+@dataclass(eq=False)
+class _Segment:
+    start: int
+    end: int
+    buffer: np.ndarray | None  # uint8, end - start bytes; None once dropped from quarantine
+    allocation: Allocation | None = None  # None for an alignment filler
+
+    def data(self) -> np.ndarray:
+        if self.buffer is None:
+            self.buffer = np.zeros(self.end - self.start, dtype=np.uint8)
+        return self.buffer
+
+
+@dataclass
+class _Index:
+    """Sorted numpy views of the segment and allocation tables (rebuilt lazily)."""
+
+    seg_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    seg_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    bases: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    live: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+
+class DeviceMemory:
+    """The global arena: allocation, host copies, and vectorised device access."""
+
+    def __init__(self, capacity: int = 16 << 30, *, quarantine: int = 256 << 20) -> None:
+        self.capacity = capacity
+        self.quarantine = quarantine
+        self.used = 0
+        self._segments: list[_Segment] = []
+        self._allocations: list[Allocation] = []  # in address order (bump allocation)
+        self._seg_of: dict[int, _Segment] = {}  # tag -> segment
+        self._top = GLOBAL_BASE
+        self._next_tag = 1
+        self._freed: deque[_Segment] = deque()
+        self._freed_bytes = 0
+        self._index: _Index | None = None
+
+    # -- host API ------------------------------------------------------------
+
+    @property
+    def allocations(self) -> list[Allocation]:
+        """Every allocation ever made (live and freed), in address order."""
+        return list(self._allocations)
+
+    @property
+    def top(self) -> int:
+        """One past the last byte of the arena."""
+        return self._top
+
+    def alloc(self, size: int, align: int = SEGMENT_ALIGN, *, label: str = "") -> int:
+        """A new allocation of ``size`` bytes; returns its base address."""
+        if size < 0:
+            raise ValueError(f"allocation size must not be negative, got {size}")
+        if align <= 0 or align & (align - 1):
+            raise ValueError(f"alignment must be a power of two, got {align}")
+        if self.used + size > self.capacity:
+            raise OutOfMemory(
+                f"out of device memory: {size} bytes requested, "
+                f"{self.capacity - self.used} of {self.capacity} left"
+            )
+        align = max(align, SEGMENT_ALIGN)
+        base = _align_up(self._top, align)
+        if base > self._top:  # alignment filler: arena bytes of no allocation
+            self._segments.append(
+                _Segment(self._top, base, np.zeros(base - self._top, np.uint8))
+            )
+        end = base + _align_up(size + RED_ZONE, SEGMENT_ALIGN)
+        allocation = Allocation(self._next_tag, base, size, True, label)
+        self._next_tag += 1
+        segment = _Segment(base, end, np.zeros(end - base, np.uint8), allocation)
+        self._segments.append(segment)
+        self._allocations.append(allocation)
+        self._seg_of[allocation.tag] = segment
+        self._top = end
+        self.used += size
+        self._index = None
+        return base
+
+    def free(self, address: int) -> Allocation:
+        """Free the live allocation based at ``address``; its record stays (state freed)."""
+        allocation = self.find(address)
+        if allocation is None or allocation.base != address or not allocation.live:
+            raise InvalidAddress(self._describe_bad_free(address, allocation))
+        allocation.live = False
+        self.used -= allocation.size
+        segment = self._seg_of[allocation.tag]
+        self._freed.append(segment)
+        self._freed_bytes += segment.end - segment.start
+        while self._freed_bytes > self.quarantine and self._freed:
+            old = self._freed.popleft()
+            self._freed_bytes -= old.end - old.start
+            old.buffer = None
+        self._index = None
+        return allocation
+
+    def _describe_bad_free(self, address: int, allocation: Allocation | None) -> str:
+        if allocation is None:
+            return f"{address:#x} is not a device allocation"
+        if not allocation.live and allocation.base == address:
+            return f"{address:#x} was already freed"
+        return f"{address:#x} is not the base of an allocation (inside {allocation!r})"
+
+    def find(self, address: int) -> Allocation | None:
+        """The allocation (live or freed) whose bytes contain ``address``."""
+        allocations = self._allocations
+        lo, hi = 0, len(allocations)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if allocations[mid].base <= address:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return None
+        candidate = allocations[lo - 1]
+        if address < candidate.base + max(candidate.size, 1):
+            return candidate
+        return None
+
+    def _host_range(self, address: int, size: int) -> np.ndarray:
+        """The bytes ``[address, address+size)``, which must lie in one live allocation."""
+        if size < 0:
+            raise InvalidAddress(f"negative size {size}")
+        allocation = self.find(address)
+        if allocation is None:
+            raise InvalidAddress(f"{address:#x} is not in any device allocation")
+        if not allocation.live:
+            raise InvalidAddress(f"{address:#x} is in freed memory ({allocation!r})")
+        if address + size > allocation.end:
+            raise InvalidAddress(
+                f"range {address:#x}+{size} leaves its allocation ({allocation!r})"
+            )
+        segment = self._seg_of[allocation.tag]
+        offset = address - segment.start
+        return segment.data()[offset:offset + size]
+
+    def view(self, address: int, size: int) -> np.ndarray:
+        """A writable uint8 view of ``size`` bytes inside one live allocation."""
+        return self._host_range(address, size)
+
+    def write(self, address: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
+        """Copy host bytes to device memory (inside one live allocation)."""
+        if isinstance(data, np.ndarray):
+            src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        else:
+            src = np.frombuffer(data, dtype=np.uint8)
+        self._host_range(address, src.size)[:] = src
+
+    def read(self, address: int, size: int) -> bytes:
+        """Copy device bytes to the host (inside one live allocation)."""
+        return self._host_range(address, size).tobytes()
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        """Device-to-device copy; both ranges inside live allocations (may overlap)."""
+        data = self._host_range(src, size).copy()
+        self._host_range(dst, size)[:] = data
+
+    def fill(self, address: int, value: int, width: int, count: int) -> None:
+        """Set ``count`` elements of ``width`` bytes (1, 2 or 4) to ``value``."""
+        if width not in (1, 2, 4):
+            raise ValueError(f"fill width must be 1, 2 or 4, got {width}")
+        target = self._host_range(address, width * count)
+        pattern = (int(value) & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+        target[:] = np.tile(np.frombuffer(pattern, np.uint8), count)
+
+    # -- vectorised device access ---------------------------------------------
+
+    def index(self) -> _Index:
+        """Sorted arrays of segment bounds and allocation bounds/states."""
+        if self._index is None:
+            ix = _Index()
+            ix.seg_starts = np.array([s.start for s in self._segments], dtype=np.uint64)
+            ix.seg_ends = np.array([s.end for s in self._segments], dtype=np.uint64)
+            ix.bases = np.array([a.base for a in self._allocations], dtype=np.uint64)
+            ix.ends = np.array([a.end for a in self._allocations], dtype=np.uint64)
+            ix.live = np.array([a.live for a in self._allocations], dtype=bool)
+            self._index = ix
+        return self._index
+
+    def lookup(self, addresses: np.ndarray) -> np.ndarray:
+        """Per address, the index (into :attr:`allocations`) of the last allocation
+        whose base is at or below it, or -1.  The caller compares with its end."""
+        ix = self.index()
+        return np.searchsorted(ix.bases, addresses, side="right").astype(np.int64) - 1
+
+    def allocation_at(self, i: int) -> Allocation:
+        return self._allocations[i]
+
+    def in_arena(self, addresses: np.ndarray, width: int) -> np.ndarray:
+        """Which accesses of ``width`` bytes lie entirely inside the arena."""
+        return (addresses >= np.uint64(GLOBAL_BASE)) & (
+            addresses <= np.uint64(max(self._top - width, 0))
+        )
+
+    def segments(
+        self, addresses: np.ndarray, width: int
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """Split accesses of ``width`` bytes at ``addresses`` (uint64) by backing buffer.
+
+        Returns ``(buffer, byte_offsets, lanes)`` triples: ``buffer`` is a uint8
+        array, ``byte_offsets`` (int64) index into it and ``lanes`` are the
+        positions in ``addresses`` they belong to (None: all of them, in order).
+        Raises :class:`IllegalAddress` for an access that is not entirely inside
+        the arena.
+        """
+        if addresses.size == 0:
+            return []
+        ix = self.index()
+        lo = int(addresses.min())
+        hi = int(addresses.max())
+        if lo < GLOBAL_BASE or hi + width > self._top:
+            bad = ~self.in_arena(addresses, width)
+            raise IllegalAddress(int(addresses[np.flatnonzero(bad)[0]]))
+        first = int(np.searchsorted(ix.seg_starts, lo, side="right")) - 1
+        if hi + width <= int(ix.seg_ends[first]):
+            seg = self._segments[first]
+            return [(seg.data(), (addresses - np.uint64(seg.start)).view(np.int64), None)]
+        which = np.searchsorted(ix.seg_starts, addresses, side="right") - 1
+        crossing = addresses + np.uint64(width) > ix.seg_ends[which]
+        if crossing.any():
+            raise IllegalAddress(int(addresses[np.flatnonzero(crossing)[0]]))
+        order = np.argsort(which, kind="stable")
+        sorted_which = which[order]
+        cuts = np.flatnonzero(sorted_which[1:] != sorted_which[:-1]) + 1
+        out = []
+        for lanes in np.split(order, cuts):
+            seg = self._segments[int(which[lanes[0]])]
+            offsets = (addresses[lanes] - np.uint64(seg.start)).view(np.int64)
+            out.append((seg.data(), offsets, lanes))
+        return out
+
+    def peek(self, address: int, size: int) -> bytes:
+        """Raw arena bytes (any allocation state, red zones included); for the
+        executor's own reads (printf strings).  Raises IllegalAddress outside
+        the arena."""
+        if address < GLOBAL_BASE or address + size > self._top:
+            raise IllegalAddress(address)
+        out = bytearray()
+        ix = self.index()
+        while size > 0:
+            i = int(np.searchsorted(ix.seg_starts, address, side="right")) - 1
+            seg = self._segments[i]
+            n = min(size, seg.end - address)
+            out += seg.data()[address - seg.start: address - seg.start + n].tobytes()
+            address += n
+            size -= n
+        return bytes(out)
