@@ -1,0 +1,269 @@
+"""Throughput of the CPU device: thread-instructions per second, next to numpy.
+
+    python bench/cpu_device.py            # the full sizes
+    python bench/cpu_device.py --quick    # smaller inputs, for a smoke run
+
+Each workload is a CUDA C++ kernel compiled with NVRTC and run through
+``gpusafe.cpu.driver`` exactly as a cuda-python program would run it; the
+same computation is then done with numpy in the same process. For each it
+prints the thread-instructions the launch executed (``LaunchResult``), the
+wall time of the launch (after one warm-up launch), the resulting
+thread-instructions per second, the numpy time (best of several runs) and
+the ratio of the two. Results are checked against numpy before anything is
+printed, so a wrong answer is never timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from cuda.bindings import nvrtc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpusafe.cpu import driver as cuda  # noqa: E402
+
+KERNELS = r"""
+extern "C" __global__ void vector_add(const float *a, const float *b, float *c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+
+#define TILE 16
+extern "C" __global__ void matmul(const float *A, const float *B, float *C, int n) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0; t < n / TILE; ++t) {
+        As[threadIdx.y][threadIdx.x] = A[row * n + t * TILE + threadIdx.x];
+        Bs[threadIdx.y][threadIdx.x] = B[(t * TILE + threadIdx.y) * n + col];
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    C[row * n + col] = acc;
+}
+
+extern "C" __global__ void block_sum(const float *in, float *total, int n) {
+    __shared__ float warp_sums[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? in[i] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+        if (lane == 0) atomicAdd(total, v);
+    }
+}
+
+extern "C" __global__ void histogram(const unsigned char *in, unsigned int *bins, int n) {
+    __shared__ unsigned int local[256];
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        atomicAdd(&local[in[i]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) atomicAdd(&bins[b], local[b]);
+}
+"""
+
+
+def check(result):
+    err, *values = result
+    if err != cuda.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{err.name}: {cuda.last_error_detail()}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def compile_ptx(source: str, arch: str) -> bytes:
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"bench.cu", 0, [], [])
+    opts = [f"--gpu-architecture={arch}".encode()]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = bytearray(size)
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(log.decode())
+    _, size = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = bytearray(size)
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return bytes(ptx)
+
+
+def best_time(fn: Callable[[], object], min_runs: int = 3, min_seconds: float = 0.2) -> float:
+    """Best wall time of ``fn`` over at least ``min_runs`` runs and ``min_seconds``."""
+    best = float("inf")
+    runs = 0
+    start = time.perf_counter()
+    while runs < min_runs or time.perf_counter() - start < min_seconds:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return best
+
+
+@dataclass
+class Row:
+    name: str
+    threads: int
+    instructions: int
+    device_s: float
+    numpy_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.instructions / self.device_s
+
+    @property
+    def ratio(self) -> float:
+        return self.device_s / self.numpy_s
+
+
+def upload(arr: np.ndarray):
+    d = check(cuda.cuMemAlloc(arr.nbytes))
+    check(cuda.cuMemcpyHtoD(d, arr, arr.nbytes))
+    return d
+
+
+def download(d, like: np.ndarray) -> np.ndarray:
+    out = np.empty_like(like)
+    check(cuda.cuMemcpyDtoH(out, d, out.nbytes))
+    return out
+
+
+def timed_launch(kernel, grid, block, params, before: Callable[[], None] | None = None):
+    """Warm-up launch, then the timed one; returns (seconds, thread-instructions)."""
+    for _ in range(2):
+        if before is not None:
+            before()
+        t0 = time.perf_counter()
+        check(cuda.cuLaunchKernel(kernel, *grid, *block, 0, 0, params, 0))
+        check(cuda.cuCtxSynchronize())
+        elapsed = time.perf_counter() - t0
+    return elapsed, cuda.last_launch_result().instructions
+
+
+def bench_vector_add(module, n: int) -> Row:
+    kernel = check(cuda.cuModuleGetFunction(module, b"vector_add"))
+    rng = np.random.default_rng(0)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    da, db, dc = upload(a), upload(b), check(cuda.cuMemAlloc(a.nbytes))
+    block = 256
+    grid = (n + block - 1) // block
+    secs, instr = timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
+                               ((da, db, dc, n), (None, None, None, ctypes.c_int)))
+    assert np.array_equal(download(dc, a), a + b)
+    return Row(f"vector add, {n:,} floats", grid * block, instr, secs, best_time(lambda: a + b))
+
+
+def bench_matmul(module, n: int) -> Row:
+    kernel = check(cuda.cuModuleGetFunction(module, b"matmul"))
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((n, n)).astype(np.float32)
+    B = rng.standard_normal((n, n)).astype(np.float32)
+    dA, dB, dC = upload(A), upload(B), check(cuda.cuMemAlloc(A.nbytes))
+    secs, instr = timed_launch(kernel, (n // 16, n // 16, 1), (16, 16, 1),
+                               ((dA, dB, dC, n), (None, None, None, ctypes.c_int)))
+    np.testing.assert_allclose(download(dC, A), A @ B, rtol=1e-3, atol=1e-3)
+    return Row(f"16x16 tiled matmul, {n}x{n}", n * n, instr, secs, best_time(lambda: A @ B))
+
+
+def bench_reduction(module, n: int) -> Row:
+    kernel = check(cuda.cuModuleGetFunction(module, b"block_sum"))
+    x = np.random.default_rng(2).random(n, dtype=np.float32)
+    dx, dt = upload(x), check(cuda.cuMemAlloc(4))
+    block = 256
+    grid = (n + block - 1) // block
+    secs, instr = timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
+                               ((dx, dt, n), (None, None, ctypes.c_int)),
+                               before=lambda: check(cuda.cuMemsetD32(dt, 0, 1)))
+    total = download(dt, np.zeros(1, np.float32))[0]
+    np.testing.assert_allclose(total, x.sum(dtype=np.float64), rtol=1e-4)
+    return Row(f"shuffle block sum, {n:,} floats", grid * block, instr, secs,
+               best_time(lambda: x.sum()))
+
+
+def bench_histogram(module, n: int) -> Row:
+    kernel = check(cuda.cuModuleGetFunction(module, b"histogram"))
+    x = np.random.default_rng(3).integers(0, 256, n, dtype=np.uint8)
+    dx, dbins = upload(x), check(cuda.cuMemAlloc(256 * 4))
+    block, grid = 256, 64
+    secs, instr = timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
+                               ((dx, dbins, n), (None, None, ctypes.c_int)),
+                               before=lambda: check(cuda.cuMemsetD32(dbins, 0, 256)))
+    bins = download(dbins, np.zeros(256, np.uint32))
+    assert np.array_equal(bins, np.bincount(x, minlength=256))
+    return Row(f"shared-mem histogram, {n:,} bytes", grid * block, instr, secs,
+               best_time(lambda: np.bincount(x, minlength=256)))
+
+
+def print_rows(rows: list[Row]) -> None:
+    headers = ["workload", "threads", "thread-instr", "device time", "thread-instr/s",
+               "numpy time", "device/numpy"]
+    body = [[r.name, f"{r.threads:,}", f"{r.instructions:,}", f"{r.device_s:.3f} s",
+             f"{r.rate / 1e6:,.1f} M", f"{r.numpy_s * 1e3:.3f} ms", f"{r.ratio:,.0f}x"]
+            for r in rows]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
+        for line in [headers, *body]:
+            print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                            for i, (c, w) in enumerate(zip(line, widths, strict=True))))
+        return
+    table = Table(title="gpusafe CPU device throughput (one run, same process)")
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 else "right")
+    for b in body:
+        table.add_row(*b)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=140)
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small inputs (a smoke run)")
+    args = ap.parse_args(argv)
+    sizes = dict(vec=1 << 20, mat=512, red=1 << 20, hist=1 << 20)
+    if args.quick:
+        sizes = dict(vec=1 << 14, mat=64, red=1 << 14, hist=1 << 14)
+
+    check(cuda.cuInit(0))
+    dev = check(cuda.cuDeviceGet(0))
+    A = cuda.CUdevice_attribute
+    major = check(cuda.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = check(cuda.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    ctx = check(cuda.cuCtxCreate(None, 0, dev))
+    module = check(cuda.cuModuleLoadData(compile_ptx(KERNELS, f"compute_{major}{minor}")))
+    rows = [
+        bench_vector_add(module, sizes["vec"]),
+        bench_matmul(module, sizes["mat"]),
+        bench_reduction(module, sizes["red"]),
+        bench_histogram(module, sizes["hist"]),
+    ]
+    check(cuda.cuCtxDestroy(ctx))
+    print_rows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
