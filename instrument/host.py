@@ -1,0 +1,242 @@
+"""The host side of an instrumented launch: pure Python and numpy.
+
+What a launcher (the tests, ``bench/overhead.py``, later ``gpusafe run``) does
+around one launch of an instrumented kernel:
+
+1. :func:`allocation_table` packs the allocation records, sorted by base;
+2. :func:`context_bytes` resolves each pointer root of the kernel (from the
+   packed kernel parameters) to its allocation and computes every check
+   slot's limit (``instrument/layout.py``), giving the launch context;
+3. :func:`violation_buffer` gives an empty violation buffer;
+4. :func:`kernel_params` appends the hidden parameter to the packed
+   parameters: the context's address, then the limits of the first
+   ``KernelInfo.param_limits`` check slots (the kernel reads those from its
+   parameter space, not from the context);
+5. after the launch, :func:`decode_violations` turns the buffer back into
+   :class:`DeviceViolation` records (kinds, sites, threads).
+
+:class:`Launcher` does all five on any memory object with ``alloc(size)``,
+``write(address, data)``, ``read(address, size)`` and ``free(address)``
+(``gpusafe.cpu.memory.DeviceMemory`` has them), given the allocations.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from . import layout
+from .kinds import ViolationKind
+from .sites import KernelInfo, Site, SiteTable
+
+
+@dataclass(frozen=True)
+class AllocationRecord:
+    tag: int
+    base: int
+    size: int
+    live: bool = True
+
+
+@dataclass(frozen=True)
+class ResolvedRoot:
+    value: int  # the pointer held by the parameter
+    low: int
+    high: int
+    tag: int  # 0: no allocation found
+    live: bool
+
+
+@dataclass(frozen=True)
+class DeviceViolation:
+    """One record from the violation buffer, joined with its site."""
+
+    kind: ViolationKind
+    site: Site
+    address: int
+    width: int
+    tag: int
+    thread: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+
+def _sorted(allocations: Iterable[AllocationRecord]) -> list[AllocationRecord]:
+    return sorted(allocations, key=lambda a: a.base)
+
+
+def allocation_table(allocations: Iterable[AllocationRecord]) -> bytes:
+    """The device allocation table: entries sorted by base."""
+    out = bytearray()
+    for a in _sorted(allocations):
+        out += layout.ALLOCATION_ENTRY.pack(
+            base=a.base, size=a.size, tag=a.tag,
+            state=layout.ALLOC_LIVE if a.live else layout.ALLOC_FREED)
+    return bytes(out)
+
+
+def resolve(value: int, allocations: Sequence[AllocationRecord]) -> ResolvedRoot:
+    """The allocation a pointer parameter points into: the one containing it,
+    else the one it points one past the end of; live ones first."""
+    inside = [a for a in allocations if a.base <= value < a.base + a.size]
+    past_end = [a for a in allocations if value == a.base + a.size]
+    for group in (inside, past_end):
+        if group:
+            best = sorted(group, key=lambda a: (not a.live, a.base))[0]
+            return ResolvedRoot(value, best.base, best.base + best.size, best.tag, best.live)
+    return ResolvedRoot(value, 0, 0, 0, False)
+
+
+def root_values(kernel: KernelInfo, params: bytes) -> list[int]:
+    """The pointer value of each root, read from the packed kernel parameters."""
+    out = []
+    for r in kernel.roots:
+        off = r.param_offset + r.offset
+        out.append(int.from_bytes(params[off:off + 8], "little"))
+    return out
+
+
+def slot_limit(slot_roots: Sequence[ResolvedRoot], end: int, align: int) -> int:
+    limit = None
+    for r in slot_roots:
+        if r.tag == 0 or not r.live or r.value % align != 0 or r.value < r.low:
+            return 0
+        valid = max(0, r.high - r.value - end + 1)
+        limit = valid if limit is None else min(limit, valid)
+    return limit or 0
+
+
+_recent = threading.local()
+
+
+def _key(kernel: KernelInfo, params: bytes) -> tuple:
+    return (kernel.name, kernel.context_param_offset, bytes(params[:kernel.context_param_offset]))
+
+
+def slot_limits(kernel: KernelInfo, params: bytes,
+                allocations: Sequence[AllocationRecord]) -> list[int]:
+    """The limit of each check slot of one launch (``instrument/layout.py``)."""
+    resolved = [resolve(v, allocations) for v in root_values(kernel, params)]
+    return [slot_limit([resolved[i] for i in s.roots], s.end, s.align) for s in kernel.slots]
+
+
+def context_bytes(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRecord], *,
+                  violations: int, table: int, table_len: int,
+                  dynamic_shared: int = 0) -> bytes:
+    """The launch context of one launch of ``kernel`` with packed ``params``.
+
+    The slot limits it computes are also remembered (per thread) for the next
+    :func:`kernel_params` call with the same kernel and parameters, which puts
+    them in the hidden parameter."""
+    values = root_values(kernel, params)
+    resolved = [resolve(v, allocations) for v in values]
+    out = bytearray(layout.LAUNCH_CONTEXT.pack(
+        violations=violations, table=table, table_len=table_len,
+        dynamic_shared_size=dynamic_shared, root_count=len(kernel.roots),
+        limit_count=len(kernel.slots)))
+    for r in resolved:
+        out += layout.ROOT_BOUNDS.pack(
+            low=r.low, high=r.high, tag=r.tag,
+            state=layout.ALLOC_LIVE if r.live else layout.ALLOC_FREED)
+    limits = [slot_limit([resolved[i] for i in s.roots], s.end, s.align) for s in kernel.slots]
+    for lim in limits:
+        out += lim.to_bytes(8, "little")
+    assert len(out) == layout.context_size(len(kernel.roots), len(kernel.slots))
+    _recent.entry = (_key(kernel, params), limits)
+    return bytes(out)
+
+
+def violation_buffer(capacity: int) -> bytes:
+    """An empty violation buffer holding up to ``capacity`` records."""
+    head = layout.VIOLATION_BUFFER.pack(count=0, capacity=capacity, dropped=0)
+    return head + bytes(capacity * layout.VIOLATION_RECORD.size)
+
+
+def kernel_params(kernel: KernelInfo, params: bytes, context_address: int, *,
+                  limits: Sequence[int] | None = None) -> bytes:
+    """The instrumented kernel's parameter buffer: the original one, padded,
+    and the hidden parameter: the context pointer, then the limits of the first
+    ``kernel.param_limits`` check slots.
+
+    ``limits`` defaults to those the last :func:`context_bytes` call of this
+    thread computed for the same kernel and parameters; without such a call
+    every limit is 0, which sends every check to the runtime's precise (slow)
+    path: still correct, only slower."""
+    buf = bytearray(params[:kernel.context_param_offset])
+    buf += bytes(kernel.context_param_offset - len(buf))
+    buf += context_address.to_bytes(8, "little")
+    entry = getattr(_recent, "entry", None)
+    _recent.entry = None  # a context's limits serve one kernel_params call at most
+    if kernel.param_limits:
+        if limits is None and entry is not None and entry[0] == _key(kernel, params):
+            limits = entry[1]
+        for i in range(kernel.param_limits):
+            lim = limits[i] if limits is not None and i < len(limits) else 0
+            buf += int(lim).to_bytes(8, "little")
+    return bytes(buf)
+
+
+def decode_violations(data: bytes, sites: SiteTable) -> tuple[list[DeviceViolation], int]:
+    """The records in a violation buffer and the number dropped."""
+    head = layout.VIOLATION_BUFFER.unpack(data)
+    count = min(int(head["count"]), int(head["capacity"]))  # type: ignore[arg-type]
+    out = []
+    rec = layout.VIOLATION_RECORD
+    for i in range(count):
+        r = rec.unpack(data, layout.VIOLATION_BUFFER.size + i * rec.size)
+        out.append(DeviceViolation(
+            kind=ViolationKind.from_code(int(r["kind"])),  # type: ignore[arg-type]
+            site=sites[int(r["site"])],  # type: ignore[arg-type]
+            address=int(r["address"]),  # type: ignore[arg-type]
+            width=int(r["width"]),  # type: ignore[arg-type]
+            tag=int(r["tag"]),  # type: ignore[arg-type]
+            thread=tuple(r["thread"]),  # type: ignore[arg-type]
+            block=tuple(r["block"]),  # type: ignore[arg-type]
+        ))
+    return out, int(head["dropped"])  # type: ignore[arg-type]
+
+
+class Launcher:
+    """Sets up and reads back the device-side records of instrumented launches
+    on a memory object (``alloc``/``write``/``read``/``free``)."""
+
+    def __init__(self, memory, sites: SiteTable, *, capacity: int = 4096) -> None:
+        self.memory = memory
+        self.sites = sites
+        self.capacity = capacity
+        self._own: list[int] = []
+
+    def prepare(self, kernel: str, params: bytes, allocations: Sequence[AllocationRecord],
+                dynamic_shared: int = 0) -> tuple[bytes, int]:
+        """(parameter buffer for the instrumented kernel, violation buffer address)."""
+        info = self.sites.kernels[kernel]
+        mem = self.memory
+        table = allocation_table(allocations)
+        table_addr = mem.alloc(max(len(table), 8))
+        if table:
+            mem.write(table_addr, table)
+        vbuf = violation_buffer(self.capacity)
+        vaddr = mem.alloc(len(vbuf))
+        mem.write(vaddr, vbuf)
+        ctx = context_bytes(info, params, allocations, violations=vaddr, table=table_addr,
+                            table_len=len(table) // layout.ALLOCATION_ENTRY.size,
+                            dynamic_shared=dynamic_shared)
+        caddr = mem.alloc(len(ctx))
+        mem.write(caddr, ctx)
+        self._own += [table_addr, vaddr, caddr]
+        limits = slot_limits(info, params, allocations)
+        return kernel_params(info, params, caddr, limits=limits), vaddr
+
+    def violations(self, vaddr: int) -> tuple[list[DeviceViolation], int]:
+        data = self.memory.read(vaddr, layout.violation_buffer_size(self.capacity))
+        return decode_violations(data, self.sites)
+
+    @property
+    def own_addresses(self) -> list[int]:
+        """Addresses of what the launcher allocated (to leave out of tables)."""
+        return list(self._own)
+
+    def release(self) -> None:
+        for a in self._own:
+            self.memory.free(a)
+        self._own.clear()

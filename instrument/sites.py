@@ -1,0 +1,128 @@
+"""The site table: one entry per check the pass emitted.
+
+A device-side violation record carries a site id; the site table turns it
+back into what a report shows: the function and PTX line of the original
+instruction, the CUDA source location from ``.loc``, the instruction text, the
+access kind, width and state space, and how the check was made (its
+provenance).  ``kernels`` describes each instrumented kernel's launch ABI: the
+pointer roots the host must resolve into the launch context and the check
+slots whose limits it computes (see ``instrument/layout.py``).
+
+Plain data, JSON-serialisable both ways (:meth:`SiteTable.to_json` /
+:meth:`SiteTable.from_json`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+SCHEMA = "gpusafe-sites/1"
+
+
+@dataclass(frozen=True)
+class Site:
+    id: int
+    function: str  # the .entry or .func holding the instruction
+    ptx_line: int  # line of the original instruction in the input PTX
+    file: str | None
+    line: int | None
+    column: int | None
+    instruction: str
+    access: str  # "read" | "write" | "atomic"
+    width: int
+    space: str  # "global" | "shared" | "local" | "generic"
+    check: str  # "root" | "window" | "lookup" | "alignment"
+    root: str | None = None  # the parameter or variable the address derives from
+
+
+@dataclass(frozen=True)
+class RootInfo:
+    """A pointer root: kernel parameter ``param_index`` (named ``param``), at
+    byte ``offset`` inside it; ``param_offset`` is the parameter's offset in the
+    packed parameter buffer."""
+
+    param_index: int
+    param: str
+    offset: int
+    param_offset: int
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    """A check slot: limit = min over ``roots`` of valid start offsets for an
+    access ending ``end`` bytes after it, 0 unless each root's pointer is a
+    multiple of ``align``."""
+
+    roots: tuple[int, ...]
+    end: int
+    align: int
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    params: tuple[tuple[str, int, int], ...]  # (name, offset in the param buffer, size)
+    context_param_offset: int  # offset of the hidden parameter in the param buffer
+    roots: tuple[RootInfo, ...]
+    slots: tuple[SlotInfo, ...]
+    param_limits: int = 0
+    """How many check-slot limits (slots 0..param_limits-1, u64 each) follow the
+    context pointer inside the hidden parameter (``instrument/layout.py``)."""
+
+    @property
+    def hidden_param_size(self) -> int:
+        """Bytes of the hidden parameter: the context pointer, then the limits."""
+        return 8 + 8 * self.param_limits
+
+    @property
+    def param_buffer_size(self) -> int:
+        return self.context_param_offset + self.hidden_param_size
+
+
+@dataclass
+class SiteTable:
+    sites: list[Site] = field(default_factory=list)
+    kernels: dict[str, KernelInfo] = field(default_factory=dict)
+
+    def __getitem__(self, site_id: int) -> Site:
+        return self.sites[site_id]
+
+    def __len__(self) -> int:
+        return len(self.sites)
+
+    def add(self, **fields) -> Site:
+        site = Site(id=len(self.sites), **fields)
+        self.sites.append(site)
+        return site
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "sites": [asdict(s) for s in self.sites],
+            "kernels": {k: asdict(v) for k, v in self.kernels.items()},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SiteTable:
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"not a gpusafe site table (schema {data.get('schema')!r})")
+        sites = [Site(**s) for s in data["sites"]]
+        kernels = {}
+        for name, k in data["kernels"].items():
+            kernels[name] = KernelInfo(
+                name=k["name"],
+                params=tuple(tuple(p) for p in k["params"]),
+                context_param_offset=k["context_param_offset"],
+                roots=tuple(RootInfo(**r) for r in k["roots"]),
+                slots=tuple(SlotInfo(tuple(s["roots"]), s["end"], s["align"]) for s in k["slots"]),
+                param_limits=k.get("param_limits", 0),
+            )
+        return cls(sites, kernels)
+
+    @classmethod
+    def from_json(cls, text: str) -> SiteTable:
+        return cls.from_dict(json.loads(text))

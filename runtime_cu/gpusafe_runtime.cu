@@ -1,0 +1,172 @@
+// gpusafe device runtime: the slow path of every bounds check.
+//
+// The instrumenter (instrument/checks.py) inlines a few compares before each
+// memory access; when they fail it calls __gpusafe_check, which decides
+// precisely (null page, bounds of the root allocation or of the allocation
+// table entry containing the address, shared window, alignment), records a
+// violation when there is one, and tells the caller whether to perform the
+// access.  Record layouts come from gpusafe_layout.h, generated from
+// instrument/layout.py.
+//
+// Compiled to PTX by scripts/build_runtime.py (NVRTC, -rdc=true); the PTX is
+// committed as gpusafe_runtime.ptx and linked into every instrumented module.
+// Every external symbol starts with __gpusafe_ so it cannot clash with the
+// program's own.
+
+#include "gpusafe_layout.h"
+
+typedef unsigned long long gs_u64;
+typedef unsigned int gs_u32;
+
+extern __shared__ unsigned char __gpusafe_dynamic_shared[];
+
+// Append one record to the violation buffer (or count it as dropped).
+extern "C" __device__ __noinline__ gs_u32 __gpusafe_record(const gpusafe_launch_context* ctx,
+                                                          gs_u32 kind, gs_u32 site, gs_u64 addr,
+                                                          gs_u32 width, gs_u32 tag)
+{
+    gpusafe_violation_buffer* buf = (gpusafe_violation_buffer*)ctx->violations;
+    if (buf == 0) return kind;
+    gs_u32 i = atomicAdd(&buf->count, 1u);
+    if (i < buf->capacity) {
+        gpusafe_violation_record* r = (gpusafe_violation_record*)(buf + 1) + i;
+        r->kind = kind;
+        r->site = site;
+        r->address = addr;
+        r->width = width;
+        r->tag = tag;
+        r->thread[0] = threadIdx.x;
+        r->thread[1] = threadIdx.y;
+        r->thread[2] = threadIdx.z;
+        r->block[0] = blockIdx.x;
+        r->block[1] = blockIdx.y;
+        r->block[2] = blockIdx.z;
+    } else {
+        atomicAdd(&buf->dropped, 1u);
+    }
+    return kind;
+}
+
+// The table entry whose [base, base+size) contains addr, or 0.
+static __device__ __forceinline__ const gpusafe_allocation_entry* gs_find(
+    const gpusafe_launch_context* ctx, gs_u64 addr)
+{
+    const gpusafe_allocation_entry* t = (const gpusafe_allocation_entry*)ctx->table;
+    gs_u32 lo = 0, hi = ctx->table_len;
+    while (lo < hi) {  // first entry with base > addr
+        gs_u32 mid = lo + (hi - lo) / 2;
+        if (t[mid].base <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return 0;
+    const gpusafe_allocation_entry* e = &t[lo - 1];
+    return addr - e->base < e->size ? e : 0;
+}
+
+// True when [addr, addr+width) lies inside [low, high).
+static __device__ __forceinline__ bool gs_inside(gs_u64 addr, gs_u32 width, gs_u64 low,
+                                                 gs_u64 high)
+{
+    return addr >= low && high >= low && high - low >= width && addr - low <= high - low - width;
+}
+
+static __device__ __forceinline__ gs_u32 gs_oob_kind(gs_u32 space)
+{
+    if (space == GPUSAFE_SPACE_SHARED) return GPUSAFE_SHARED_OUT_OF_BOUNDS;
+    if (space == GPUSAFE_SPACE_LOCAL) return GPUSAFE_LOCAL_OUT_OF_BOUNDS;
+    return GPUSAFE_GLOBAL_OUT_OF_BOUNDS;
+}
+
+// Judge one access.  how: mode (bits 0..2), HOW_GENERIC (bit 3), space (bits
+// 4..7), root index (bits 8..).  Returns status 0 to perform the access, or the
+// violation kind recorded; low/high: the allocation window found by a lookup
+// (the caller's unknown-provenance cache), or the empty window.
+extern "C" __device__ __noinline__ gpusafe_check_result __gpusafe_check(
+    gs_u64 ctx_addr, gs_u64 addr, gs_u64 lo, gs_u64 hi, gs_u32 width, gs_u32 align,
+    gs_u32 site, gs_u32 how)
+{
+    const gpusafe_launch_context* ctx = (const gpusafe_launch_context*)ctx_addr;
+    gpusafe_check_result res;
+    res.low = GPUSAFE_EMPTY_LOW;
+    res.high = GPUSAFE_EMPTY_HIGH;
+    res.status = 0;
+    res.reserved = 0;
+    gs_u32 mode = how & 7u;
+    bool generic = (how & GPUSAFE_HOW_GENERIC) != 0;
+    gs_u32 space = (how >> 4) & 15u;
+    bool misaligned = align > 1 && (addr & (gs_u64)(align - 1)) != 0;
+
+    if ((generic || space == GPUSAFE_SPACE_GLOBAL) && addr < GPUSAFE_NULL_PAGE) {
+        res.status = __gpusafe_record(ctx, GPUSAFE_NULL_POINTER, site, addr, width, 0);
+        return res;
+    }
+
+    if (mode == GPUSAFE_MODE_ROOT) {
+        const gpusafe_root_bounds* roots = (const gpusafe_root_bounds*)(ctx + 1);
+        const gpusafe_root_bounds r = roots[how >> 8];
+        if (r.tag != 0) {
+            // the order of the oracle: freed (where the access starts), outside, misaligned
+            if (addr >= r.low && addr < r.high && r.state != GPUSAFE_ALLOC_LIVE)
+                res.status = __gpusafe_record(ctx, GPUSAFE_USE_AFTER_FREE, site, addr, width, r.tag);
+            else if (!gs_inside(addr, width, r.low, r.high))
+                res.status = __gpusafe_record(ctx, GPUSAFE_GLOBAL_OUT_OF_BOUNDS, site, addr, width, r.tag);
+            else if (misaligned)
+                res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width, r.tag);
+            return res;
+        }
+        mode = GPUSAFE_MODE_UNKNOWN;  // the host found no allocation: look it up
+        space = generic ? GPUSAFE_SPACE_GENERIC : GPUSAFE_SPACE_GLOBAL;
+    }
+
+    if (mode == GPUSAFE_MODE_WINDOW) {
+        if (!gs_inside(addr, width, lo, hi))
+            res.status = __gpusafe_record(ctx, gs_oob_kind(space), site, addr, width, 0);
+        else if (misaligned)
+            res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width, 0);
+        return res;
+    }
+
+    // MODE_UNKNOWN: classify a generic address by its real space.
+    gs_u64 a = addr;
+    if (space == GPUSAFE_SPACE_GENERIC) {
+        const void* p = (const void*)addr;
+        if (__isShared(p)) {
+            space = GPUSAFE_SPACE_SHARED;
+            a = (gs_u64)__cvta_generic_to_shared(p);
+        } else if (__isLocal(p)) {
+            space = GPUSAFE_SPACE_LOCAL;
+        } else {
+            space = GPUSAFE_SPACE_GLOBAL;
+        }
+    }
+    if (space == GPUSAFE_SPACE_GLOBAL) {
+        const gpusafe_allocation_entry* e = gs_find(ctx, a);
+        if (e != 0 && e->state != GPUSAFE_ALLOC_LIVE)
+            res.status = __gpusafe_record(ctx, GPUSAFE_USE_AFTER_FREE, site, addr, width, e->tag);
+        else if (e == 0 || !gs_inside(a, width, e->base, e->base + e->size))
+            res.status = __gpusafe_record(ctx, GPUSAFE_GLOBAL_OUT_OF_BOUNDS, site, addr, width,
+                                          e ? e->tag : 0);
+        else if (misaligned)
+            res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width, e->tag);
+        else if (e->size >= 16) {
+            res.low = e->base;
+            res.high = e->base + e->size;
+        }
+        return res;
+    }
+    if (space == GPUSAFE_SPACE_SHARED) {
+        // The block's shared window: static variables, then dynamic shared memory.
+        gs_u64 end = (gs_u64)__cvta_generic_to_shared(__gpusafe_dynamic_shared) +
+                     ctx->dynamic_shared_size;
+        if (!gs_inside(a, width, 0, end))
+            res.status = __gpusafe_record(ctx, GPUSAFE_SHARED_OUT_OF_BOUNDS, site, addr, width, 0);
+        else if (misaligned)
+            res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width, 0);
+        return res;
+    }
+    // Local memory through a pointer of unknown provenance: the frame it
+    // belongs to is not known here; alignment is still checked.
+    if (misaligned)
+        res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width, 0);
+    return res;
+}

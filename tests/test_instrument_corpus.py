@@ -1,0 +1,68 @@
+"""The pass over the whole foundation corpus: every module (NVRTC for every
+architecture at -O3, -G and -lineinfo; numba-cuda; LLVM NVPTX) instruments,
+and ptxas accepts the result for the module's own sm_XX.
+
+ptxas runs cost 0.1-1 s each, so the module-scoped fixture runs them all in a
+thread pool (ptxas is a separate process) and the per-module tests read the
+results.  The register-count change is measured by ``bench/overhead.py
+--registers``, not here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+
+import pytest
+from corpus import CompileError, corpus_module_names, corpus_modules, ptxas
+
+from instrument import ptx
+from instrument.checks import instrument
+from instrument.runtime import CONTEXT_PARAM
+
+NAMES = corpus_module_names()
+
+
+def _check(module) -> tuple[str, str]:
+    try:
+        result = instrument(module.ptx)
+    except Exception as e:  # reported per module below
+        return "instrument", f"{type(e).__name__}: {e}"
+    try:
+        ptxas(result.ptx, module.arch)
+    except CompileError as e:
+        return "ptxas", str(e)[:4000]
+    return "ok", result.ptx
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, tuple[str, str]]:
+    modules = corpus_modules()
+    workers = max(2, min(16, (os.cpu_count() or 2) * 2))
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        outcomes = list(ex.map(_check, modules))
+    return {m.name: o for m, o in zip(modules, outcomes, strict=True)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_module_instruments_and_ptxas_accepts_it(results, name):
+    status, detail = results[name]
+    assert status == "ok", f"{status} failed for {name}:\n{detail}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kernel_gets_the_hidden_parameter(results, name):
+    status, text = results[name]
+    if status != "ok":
+        pytest.skip("covered by the ptxas test")
+    module = ptx.parse(text)
+    for fn in module.functions:
+        if fn.is_kernel and fn.body is not None:
+            hidden = fn.params[-1]
+            assert hidden.name == CONTEXT_PARAM
+            assert (hidden.type, hidden.dims) == (".u64", ())
+
+
+def test_the_whole_corpus_is_covered(results):
+    assert set(results) == set(NAMES)
+    assert len(NAMES) >= 200

@@ -1,0 +1,443 @@
+"""Differential tests on the CPU device: a kernel's uninstrumented run, checked
+by the oracle (``gpusafe.cpu.oracle``), against its instrumented run, checked
+by the inserted code and the device runtime.  The violations the instrumented
+PTX records (decoded through the site table) must equal the oracle's — same
+kind, same PTX line, same address, same thread — and every output must be
+identical (a bad access is not performed by either: a load yields zero, a
+store is dropped).
+
+Each violation kind that can happen on the device has a test here that fails
+if its check is removed: the kind must be *reported by the instrumented
+code*, not only by the oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from corpus import nvrtc_compile
+
+from instrument import host
+from instrument.checks import instrument
+
+pytest.importorskip("gpusafe.cpu.program")
+from gpusafe.cpu.memory import DeviceMemory  # noqa: E402
+from gpusafe.cpu.oracle import Oracle  # noqa: E402
+from gpusafe.cpu.program import Program  # noqa: E402
+
+# --------------------------------------------------------------------------
+# the harness
+
+
+@dataclass
+class Buf:
+    """A device buffer argument: its initial bytes; ``freed`` frees it before launch."""
+
+    data: np.ndarray
+    freed: bool = False
+    offset: int = 0  # the pointer passed is base + offset
+
+
+@dataclass
+class Null:
+    pass
+
+
+@dataclass
+class PtrTable:
+    """A buffer of pointers to other Buf arguments (index into the args list,
+    byte offset); ``None`` entries are null."""
+
+    targets: list[tuple[int, int] | None]
+
+
+@dataclass
+class Outcome:
+    oracle: list[tuple]
+    device: list[tuple]
+    plain_out: list[bytes]
+    checked_out: list[bytes]
+    dropped: int
+    plain_instructions: int
+    checked_instructions: int
+    stats: dict = field(default_factory=dict)
+
+
+def _key_oracle(v) -> tuple:
+    return (str(v.kind), v.ptx_line, v.address, v.thread, v.block)
+
+
+def _key_device(v) -> tuple:
+    return (str(v.kind), v.site.ptx_line, v.address, v.thread, v.block)
+
+
+def _place(mem: DeviceMemory, args: list) -> list[int | None]:
+    addrs: list[int | None] = []
+    for a in args:
+        if isinstance(a, Buf):
+            raw = a.data.tobytes()
+            base = mem.alloc(max(len(raw), 1))
+            mem.write(base, raw)
+            addrs.append(base)
+        elif isinstance(a, PtrTable):
+            addrs.append(mem.alloc(8 * len(a.targets)))
+        else:
+            addrs.append(None)
+    for a, base in zip(args, addrs, strict=True):
+        if isinstance(a, PtrTable):
+            vals = [0 if t is None else addrs[t[0]] + t[1] for t in a.targets]
+            mem.write(base, np.array(vals, dtype=np.uint64).tobytes())
+    for a, base in zip(args, addrs, strict=True):
+        if isinstance(a, Buf) and a.freed:
+            mem.free(base)
+    return addrs
+
+
+def _pack(params: list[tuple[str, int, int]], args: list, addrs: list[int | None]) -> bytes:
+    size = params[-1][1] + params[-1][2] if params else 0
+    buf = bytearray(size)
+    # arguments past the kernel's parameters are buffers only pointed to (PtrTable)
+    for (_, off, psize), a, base in zip(params, args, addrs, strict=False):
+        if isinstance(a, Buf):
+            val = (base + a.offset).to_bytes(8, "little")
+        elif isinstance(a, PtrTable):
+            val = base.to_bytes(8, "little")
+        elif isinstance(a, Null):
+            val = bytes(8)
+        else:
+            val = np.asarray(a).tobytes()
+        assert len(val) == psize, (a, psize)
+        buf[off:off + psize] = val
+    return bytes(buf)
+
+
+def run_both(source: str | None, kernel: str, grid, block, args: list, *, shared: int = 0,
+             ptx_text: str | None = None, options=(), arch: str = "compute_75") -> Outcome:
+    text = ptx_text if ptx_text is not None else nvrtc_compile(source, "k.cu", arch, options)
+    result = instrument(text)
+    info = result.sites.kernels[kernel]
+
+    mem1 = DeviceMemory()
+    addrs1 = _place(mem1, args)
+    prog1 = Program(text, mem1)
+    oracle = Oracle(mem1)
+    r1 = prog1.launch(kernel, grid, block, shared, _pack(list(info.params), args, addrs1),
+                      observers=[oracle])
+
+    mem2 = DeviceMemory()
+    addrs2 = _place(mem2, args)
+    prog2 = Program(result.ptx, mem2)
+    allocations = [host.AllocationRecord(a.tag, a.base, a.size, a.live)
+                   for a in mem2.allocations]
+    launcher = host.Launcher(mem2, result.sites)
+    params, vaddr = launcher.prepare(kernel, _pack(list(info.params), args, addrs2),
+                                     allocations, dynamic_shared=shared)
+    r2 = prog2.launch(kernel, grid, block, shared, params)
+    device, dropped = launcher.violations(vaddr)
+
+    def outputs(mem, addrs):
+        out = []
+        for a, base in zip(args, addrs, strict=True):
+            if isinstance(a, Buf) and not a.freed:
+                out.append(mem.read(base, a.data.nbytes))
+        return out
+
+    return Outcome(
+        oracle=sorted(_key_oracle(v) for v in oracle.violations),
+        device=sorted(_key_device(v) for v in device),
+        plain_out=outputs(mem1, addrs1), checked_out=outputs(mem2, addrs2), dropped=dropped,
+        plain_instructions=r1.instructions, checked_instructions=r2.instructions,
+        stats={k: s.to_dict() for k, s in result.stats.items()},
+    )
+
+
+def assert_same(o: Outcome) -> None:
+    assert o.dropped == 0
+    assert o.device == o.oracle
+    assert o.checked_out == o.plain_out
+
+
+def kinds(o: Outcome) -> set[str]:
+    return {k[0] for k in o.device}
+
+
+# --------------------------------------------------------------------------
+# kernels
+
+VADD = r"""
+extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+"""
+
+
+def f32(n, start=0.0):
+    return np.arange(start, start + n, dtype=np.float32)
+
+
+def test_in_bounds_vector_add_reports_nothing_and_computes_the_same():
+    o = run_both(VADD, "vadd", (4, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(128, np.float32)), Buf(f32(128)), Buf(f32(128, 7)), np.int32(128)])
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+    assert np.array_equal(np.frombuffer(o.checked_out[0], np.float32), f32(128) + f32(128, 7))
+
+
+def test_global_out_of_bounds_write_is_reported_and_dropped():
+    o = run_both(VADD, "vadd", (4, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(120, np.float32)), Buf(f32(128)), Buf(f32(128, 7)), np.int32(128)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 8
+    assert_same(o)
+
+
+def test_global_out_of_bounds_read_yields_zero():
+    o = run_both(VADD, "vadd", (1, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(64, np.float32)), Buf(f32(60)), Buf(f32(64, 1)), np.int32(64)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert {k[4] for k in o.device} == {(0, 0, 0)}
+    assert_same(o)
+    out = np.frombuffer(o.checked_out[0], np.float32)
+    assert np.array_equal(out[60:], f32(64, 1)[60:])  # a[i] read as zero
+
+
+STENCIL = r"""
+extern "C" __global__ void stencil(float* out, const float* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i - 1] + 2.0f * in[i] + in[i + 1];
+}
+"""
+
+
+def test_negative_offset_reads_before_the_allocation():
+    o = run_both(STENCIL, "stencil", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.float32)), Buf(f32(32)), np.int32(32)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 2  # in[-1] by thread 0, in[32] by thread 31
+    assert_same(o)
+
+
+SHARED = r"""
+extern "C" __global__ void shift(int* out, int k)
+{
+    __shared__ int s[32];
+    s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x + k];
+}
+"""
+
+
+def test_shared_out_of_bounds_is_reported():
+    o = run_both(SHARED, "shift", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(32, np.int32)), np.int32(3)])
+    assert kinds(o) == {"shared-out-of-bounds"}
+    assert len(o.device) == 3
+    assert_same(o)
+
+
+DYNSHARED = r"""
+extern "C" __global__ void dyn(int* out, int k)
+{
+    extern __shared__ int s[];
+    s[threadIdx.x] = threadIdx.x * 3;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x + k];
+}
+"""
+
+
+def test_dynamic_shared_out_of_bounds_is_reported():
+    o = run_both(DYNSHARED, "dyn", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(32, np.int32)), np.int32(2)],
+                 shared=32 * 4)
+    assert kinds(o) == {"shared-out-of-bounds"}
+    assert len(o.device) == 2
+    assert_same(o)
+
+
+def test_dynamic_shared_in_bounds_is_quiet():
+    o = run_both(DYNSHARED, "dyn", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(32, np.int32)), np.int32(2)],
+                 shared=34 * 4)
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+
+
+LOCAL = r"""
+extern "C" __global__ void local_idx(int* out, const int* idx, int n)
+{
+    int buf[8];
+    int i = threadIdx.x;
+    for (int k = 0; k < 8; ++k) buf[k] = k * 10 + i;
+    out[i] = buf[idx[i]];
+}
+"""
+
+
+def test_local_out_of_bounds_is_reported():
+    idx = np.array([0, 3, 7, 8, 2, 9, 1, 1], np.int32)
+    o = run_both(LOCAL, "local_idx", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.int32)), Buf(idx), np.int32(8)])
+    assert kinds(o) == {"local-out-of-bounds"}
+    assert len(o.device) == 2
+    assert_same(o)
+
+
+def test_use_after_free_is_reported():
+    o = run_both(VADD, "vadd", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.float32)), Buf(f32(32), freed=True), Buf(f32(32)), np.int32(32)])
+    assert kinds(o) == {"use-after-free"}
+    assert len(o.device) == 32
+    assert_same(o)
+
+
+def test_null_pointer_is_reported():
+    o = run_both(VADD, "vadd", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.float32)), Null(), Buf(f32(32)), np.int32(32)])
+    assert kinds(o) == {"null-pointer"}
+    assert len(o.device) == 32
+    assert_same(o)
+
+
+MISALIGNED = r"""
+extern "C" __global__ void misaligned(int* out, const char* bytes, int off)
+{
+    int i = threadIdx.x;
+    out[i] = *(const int*)(bytes + 4 * i + off);
+}
+"""
+
+
+def test_misaligned_access_is_reported():
+    o = run_both(MISALIGNED, "misaligned", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.int32)), Buf(np.arange(64, dtype=np.uint8)), np.int32(1)])
+    assert kinds(o) == {"misaligned-access"}
+    assert len(o.device) == 8
+    assert_same(o)
+
+
+def test_misaligned_parameter_pointer_is_reported():
+    o = run_both(VADD, "vadd", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.float32)), Buf(f32(16), offset=2), Buf(f32(8)), np.int32(8)])
+    assert kinds(o) == {"misaligned-access"}
+    assert_same(o)
+
+
+GATHER = r"""
+extern "C" __global__ void gather(float* out, float* const* table, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = table[i][i % 4];
+}
+"""
+
+
+def test_pointers_loaded_from_memory_are_looked_up():
+    args = [Buf(np.zeros(8, np.float32)), PtrTable([(3, 0), (4, 0)] * 3 + [(3, 8), (4, 4)]),
+            np.int32(8), Buf(f32(4)), Buf(f32(4, 100))]
+    o = run_both(GATHER, "gather", (1, 1, 1), (8, 1, 1), args)
+    # table[6] = buf2 + 8: element 6 % 4 = 2 -> buf2 + 16: one past the end
+    # table[7] = buf3 + 4: element 3 -> buf3 + 16: one past the end
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 2
+    assert_same(o)
+
+
+def test_null_pointer_loaded_from_memory_is_reported():
+    args = [Buf(np.zeros(4, np.float32)), PtrTable([(3, 0), None, (3, 0), (3, 0)]), np.int32(4),
+            Buf(f32(4))]
+    o = run_both(GATHER, "gather", (1, 1, 1), (4, 1, 1), args)
+    assert kinds(o) == {"null-pointer"}
+    assert_same(o)
+
+
+CALLS = r"""
+__device__ __noinline__ float window_sum(const float* p, int len)
+{
+    float s = 0.0f;
+    for (int k = 0; k < len; ++k) s += p[k];
+    return s;
+}
+
+__device__ __noinline__ void put(float* p, float v) { *p = v; }
+
+extern "C" __global__ void sums(float* out, const float* in, int len, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) put(out + i, window_sum(in + i, len));
+}
+"""
+
+
+def test_device_functions_check_through_the_context():
+    o = run_both(CALLS, "sums", (1, 1, 1), (16, 1, 1),
+                 [Buf(np.zeros(16, np.float32)), Buf(f32(16)), np.int32(3), np.int32(16)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 3  # in[16], in[17] (thread 15), in[16] (thread 14)
+    assert_same(o)
+    assert o.stats["_Z10window_sumPKfi"]["checks"]
+
+
+GUARDED = """
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry guarded(
+	.param .u64 guarded_param_0,
+	.param .u32 guarded_param_1
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<5>;
+
+	ld.param.u64 	%rd1, [guarded_param_0];
+	ld.param.u32 	%r1, [guarded_param_1];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r2, %tid.x;
+	mul.wide.u32 	%rd3, %r2, 4;
+	add.s64 	%rd4, %rd2, %rd3;
+	setp.lt.u32 	%p1, %r2, %r1;
+	@%p1 st.global.u32 	[%rd4], %r2;
+	ret;
+}
+"""
+
+
+def test_a_false_guard_reports_nothing():
+    o = run_both(None, "guarded", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(16, np.int32)), np.int32(16)],
+                 ptx_text=GUARDED)
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+
+
+def test_a_true_guard_reports_the_access():
+    o = run_both(None, "guarded", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(16, np.int32)), np.int32(20)],
+                 ptx_text=GUARDED)
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 4
+    assert_same(o)
+
+
+ATOMIC = r"""
+extern "C" __global__ void hist(unsigned* bins, const int* v, unsigned* old, int n)
+{
+    int i = threadIdx.x;
+    if (i < n) old[i] = atomicAdd(&bins[v[i]], 1u);
+}
+"""
+
+
+def test_a_bad_atomic_returns_zero_and_changes_nothing():
+    v = np.array([0, 1, 2, 3, 4, 1, 9, 2], np.int32)
+    o = run_both(ATOMIC, "hist", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.full(4, 5, np.uint32)), Buf(v), Buf(np.full(8, 77, np.uint32)), np.int32(8)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 2
+    assert_same(o)
+    old = np.frombuffer(o.checked_out[2], np.uint32)
+    assert old[4] == 0 and old[6] == 0
