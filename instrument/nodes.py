@@ -149,10 +149,11 @@ class Negated:
 
 @dataclass(frozen=True, slots=True)
 class PredicatePair:
-    """The two destinations of ``setp``: ``%p1|%p2``."""
+    """The two destinations of ``setp``: ``%p1|%p2`` (inline asm may name its
+    registers without ``%``: ``r0|p``, which parse as :class:`Symbol`)."""
 
-    first: Register | Sink
-    second: Register | Sink
+    first: Register | Symbol | Sink
+    second: Register | Symbol | Sink
 
     def __str__(self) -> str:
         return f"{self.first}|{self.second}"

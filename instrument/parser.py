@@ -839,9 +839,9 @@ class _Parser:
         if "|" in key:
             a, _, b = key.partition("|")
             a, b = a.strip(), b.strip()
-            if (_OPERAND_SIMPLE.match(a) or a == "_") and (_OPERAND_SIMPLE.match(b) or b == "_"):
-                return PredicatePair(Register(a) if a != "_" else Sink(),
-                                     Register(b) if b != "_" else Sink())
+            halves = [self._pair_half(x) for x in (a, b)]
+            if None not in halves:
+                return PredicatePair(*halves)  # type: ignore[arg-type]
         if _SYM.match(key):
             return Symbol(key)
         m = _SYM_OFF.match(key)
@@ -849,6 +849,18 @@ class _Parser:
             off = _int_literal(m.group(3))
             return SymbolOffset(m.group(1), -off if m.group(2) == "-" else off)
         raise self.error(f"unsupported operand {key!r}", col_pos)
+
+    @staticmethod
+    def _pair_half(text: str) -> Register | Symbol | Sink | None:
+        """One side of ``p|q``: a ``%`` register, a register named without
+        ``%`` (inline asm declares ``.reg .pred p;``), or ``_``."""
+        if text == "_":
+            return Sink()
+        if _OPERAND_SIMPLE.match(text):
+            return Register(text)
+        if _SYM.match(text):
+            return Symbol(text)
+        return None
 
     def operand_from_tokens(self, toks: list[_Tok], i: int) -> tuple[Operand, int]:
         t = toks[i]

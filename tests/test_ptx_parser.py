@@ -270,6 +270,15 @@ def test_operand_kinds(module: ptx.Module) -> None:
     assert _instr(module, "and.pred").operands[2] == Negated(Register("%p2"))
 
 
+def test_predicate_pair_of_inline_asm_registers() -> None:
+    text = HEADER + "\n.visible .entry k()\n{\n\t{\n\t.reg .pred p;\n\t.reg .b32 r0;\n" \
+        "\tshfl.sync.up.b32 r0|p, r0, 1, 0, -1;\n\t}\n}\n"
+    m = ptx.parse(text)
+    shfl = m.function("k").body[0].statements[2]
+    assert shfl.operands[0] == PredicatePair(Symbol("r0"), Symbol("p"))
+    assert ptx.emit(m) == text
+
+
 def test_immediates_keep_their_spelling_and_value(module: ptx.Module) -> None:
     values = [
         _instr(module, "mov.f32").operands[1],
