@@ -73,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_inspect)
 
-    from . import report_cmd
+    from . import instrument_cmd, report_cmd, run_cmd
 
+    run_cmd.add_parser(sub)
+    instrument_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
     return parser
 

@@ -1,0 +1,118 @@
+"""Starting the user's program with gpusafe inside it.
+
+Decides what kind of program a command is (a Python program can be checked;
+a native one cannot yet), which device serves its CUDA calls, and runs it
+with the bootstrap on the interpreter's start-up path.  The program's argv,
+stdin/stdout/stderr and exit status are its own; gpusafe only adds two
+environment variables and a directory where each process leaves its findings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+BOOT_DIR = Path(__file__).resolve().parent / "boot"
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
+
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?(\.exe)?$")
+
+
+class LaunchError(Exception):
+    """gpusafe cannot run the command as asked (not a violation, not a pass)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: list[str]
+    python: bool
+
+
+def classify(argv: list[str]) -> Command:
+    """A Python program (an interpreter, a ``.py`` file, a script with a python
+    shebang such as ``pytest``) or a native one."""
+    if not argv:
+        raise LaunchError("no command given: gpusafe run [options] [--] CMD [ARGS...]")
+    exe = argv[0]
+    if exe.endswith(".py"):
+        return Command([sys.executable, *argv], True)
+    if _PYTHON_NAME.match(os.path.basename(exe)):
+        return Command(list(argv), True)
+    path = exe if os.sep in exe else shutil.which(exe)
+    if path is None or not os.path.isfile(path):
+        raise LaunchError(f"{exe}: command not found")
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError as e:
+        raise LaunchError(f"{exe}: cannot read: {e.strerror}") from None
+    return Command(list(argv), first.startswith(b"#!") and b"python" in first)
+
+
+def probe_gpu() -> str | None:
+    """The first GPU's name if the real driver works here, else None."""
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        err, count = driver.cuDeviceGetCount()
+        if err != driver.CUresult.CUDA_SUCCESS or count < 1:
+            return None
+        err, dev = driver.cuDeviceGet(0)
+        err, name = driver.cuDeviceGetName(256, dev)
+        return name.split(b"\0", 1)[0].decode(errors="replace")
+    except Exception:
+        return None
+
+
+def choose_device(requested: str) -> tuple[str, str]:
+    """(``cpu`` or ``cuda``, a sentence saying what was picked and why)."""
+    if requested == "cpu":
+        return "cpu", "running kernels on the gpusafe CPU device (--device cpu)"
+    gpu = probe_gpu()
+    if requested == "cuda":
+        if gpu is None:
+            raise LaunchError("--device cuda: no working CUDA driver and GPU on this machine")
+        return "cuda", f"running kernels on {gpu} (--device cuda)"
+    if gpu is None:
+        return "cpu", "no working CUDA driver and GPU found: running kernels on the CPU device"
+    return "cuda", f"running kernels on {gpu}"
+
+
+def child_environment(session_dir: Path, options: dict) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(BOOT_DIR), str(SOURCE_ROOT)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["GPUSAFE_SESSION"] = str(session_dir)
+    env["GPUSAFE_OPTIONS"] = json.dumps(options)
+    return env
+
+
+def run_program(command: Command, env: dict[str, str]) -> int:
+    """Run to completion; returns the exit status as a shell reports it
+    (128 + N for death by signal N)."""
+    try:
+        proc = subprocess.Popen(command.argv, env=env)
+    except OSError as e:
+        raise LaunchError(f"{command.argv[0]}: {e.strerror}") from None
+    # Ctrl-C reaches the program through the terminal; gpusafe waits for it to
+    # finish so its findings are still collected and reported.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    forward = signal.signal(signal.SIGTERM, lambda signum, _: proc.send_signal(signum))
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, forward)
+    return 128 - rc if rc < 0 else rc
