@@ -276,9 +276,8 @@ class _Parser:
             return self.parse_declaration(start, line)
         raise self.error(f"unsupported module-level directive {d}", start)
 
-    @staticmethod
-    def _done(node, start: int, end: int):  # type: ignore[no-untyped-def]
-        return node, end
+    def _done(self, node, start: int, end: int):  # type: ignore[no-untyped-def]
+        return self._set_raw(node, start, end), end
 
     def _set_raw(self, node, start: int, end: int):  # type: ignore[no-untyped-def]
         object.__setattr__(node, "raw", self.text[start:end])

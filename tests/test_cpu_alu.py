@@ -1580,8 +1580,11 @@ def _as_float(arr, t):
 def test_cvt_float_narrowing(at, dt, mode, xs):
     with np.errstate(over="ignore"):
         src = _src_vals(at, xs)
+    finite = [math.isfinite(v) for v in _as_float(src, at)]
+    # values that overflow the source type are tested by the specials test
+    src = src[np.array(finite, dtype=bool)]
+    assume(len(src) > 0)
     sv = _as_float(src, at)
-    assume(all(math.isfinite(v) for v in sv))
     exp = [ref_exact(Fraction(v), dt, mode) if v else (_SIGNBIT[dt] if math.copysign(1, v) < 0
                                                         else 0) for v in sv]
     assert bits(run(f"cvt.{mode}.{dt}.{at}", src)).tolist() == exp

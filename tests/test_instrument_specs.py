@@ -124,20 +124,7 @@ def test_buggy_kernel_reports_what_the_oracle_reports(spec):
     assert checked == plain
 
 
-# CPU-device bug (reported): after a divergent branch that rejoins, a
-# shfl.sync inside a called function runs with only part of the warp, so
-# lanes read their own value instead of the source lane's.  Under -G the
-# shuffles are such calls, and the slow path of a failed check is such a branch.
-_SHFL_IN_CALL = {"warp.cu:warp_shuffles", "warp.cu:warp_shuffles_fp"}
-DEBUG_SPECS = [
-    pytest.param(s, id=s.name, marks=pytest.mark.xfail(
-        reason="CPU device: shfl.sync in a callee after reconverged divergence", strict=True))
-    if s.name in _SHFL_IN_CALL else pytest.param(s, id=s.name)
-    for s in SPECS
-]
-
-
-@pytest.mark.parametrize("spec", DEBUG_SPECS)
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_buggy_debug_build_reports_what_the_oracle_reports(spec):
     """-G code addresses through generic pointers and calls helper functions:
     the generic and device-function paths of the pass."""

@@ -408,6 +408,11 @@ def test_parse_error_names_line_and_text(what: str, body: str, message: str) -> 
     assert f"line {err.line}, column {err.column}" in str(err)
 
 
+def test_module_directives_keep_their_spacing() -> None:
+    text = ".version  9.0\n.target\tsm_75 ,debug\n.address_size   64\n.file 1  \"a.cu\" , 1, 2\n"
+    assert ptx.emit(ptx.parse(text)) == text
+
+
 def test_unsupported_module_directive_is_an_error() -> None:
     with pytest.raises(ptx.ParseError, match=r"unsupported module-level directive \.alias"):
         ptx.parse(HEADER + ".alias a, b;\n")

@@ -18,23 +18,50 @@ lanes) keeps a per-lane program counter and state.  The scheduler picks the
 smallest PC among runnable lanes and runs the lanes at that PC together; the
 group keeps running (a branch where all its lanes agree costs no rescan)
 until it diverges, blocks, or reaches the smallest PC of the lanes left
-behind, where it merges with them.  Running the smallest PC first makes
-divergent lanes of structured code reconverge at the join point, so warps are
-whole again when they reach a warp-synchronous instruction.  A group that
-keeps taking backward branches while other lanes wait (a spin lock, a
-consumer polling a flag) yields to them after ``SPIN_LIMIT`` iterations, so
-it cannot starve the lane it waits for.
+behind, where it merges with them (waiting lanes below its PC are met only
+after a backward jump, so it is not stopped at every instruction).  Running
+the smallest PC first makes divergent lanes of structured code reconverge at
+the join point, so warps are whole again when they reach a warp-synchronous
+instruction.  A group that keeps taking backward branches while other lanes
+wait (a spin lock, a consumer polling a flag) yields to them after
+``SPIN_LIMIT`` iterations, so it cannot starve the lane it waits for: lanes
+held at a call (below) go first, then other runnable lanes.
+
+*Gathering at calls.*  The smallest PC is not always the earliest point in
+program order: a block placed out of line (``-G`` code, the slow path of a
+check) sits at a higher PC and branches back, so lanes that took it reach a
+call after the others.  A call is therefore a gathering point: a group that
+reaches a ``call`` while other runnable lanes of the frame can still reach it
+waits there (state CALL) until they arrive and merge with it.  "Can still
+reach" is static (:class:`Flow`): a path from their PC to the call in the
+function's control-flow graph without a loop's back edge (the back edges of a
+depth-first search), i.e. in the same iteration of the loops around them;
+lanes that left the loop or went on to the next iteration are not waited
+for, so the usual interleaving is unchanged.  Held lanes go ahead when no
+lane can run (before waiting warp-synchronous lanes are forced), when a
+spinning group yields, and a group chosen because another spins does not
+wait at all (the spinner may be waiting for it).  Only lanes of the same
+frame gather: lanes that call a function from different call sites (each
+side of an ``if`` calling it) run it separately.
 
 *Barriers.*  A lane at ``bar.sync`` waits; when no lane of the frame can run,
 each block whose live lanes have all arrived (exited lanes do not count; a
 thread count, ``bar.sync 1, 64``, and ``bar.arrive`` arrivals are honoured) is
 released.  ``bar.red`` reduces over the block at release.  A barrier inside a
-function counts the lanes that called it (the lanes of one call site).
+function counts the lanes that called it: with gathering at calls, the whole
+block when its threads call from the same site (even after a divergence that
+rejoins before the call), but only one call site's lanes when they call from
+different sites.
 
 *Warp-synchronous instructions* (``shfl.sync``, ``vote.sync``,
 ``match.sync``, ``redux.sync``, ``bar.warp.sync``) run for a warp only once
 every live lane of its member mask is at the instruction; lanes that arrive
 early wait.  If nothing else can run, waiting lanes run with whoever is there.
+Inside a callee only the lanes of that call take part (the member mask is
+cut to the frame's live lanes): a full-mask ``shfl.sync`` in a function that
+the two sides of a divergent branch call separately, undefined on a GPU, runs
+for each side alone, and a lane whose source lane is absent reads its own
+value.
 
 *Calls.*  ``call`` runs the callee as a nested frame for exactly the calling
 lanes, with its own registers, its own ``.local`` frame above the caller's on
