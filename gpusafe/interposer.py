@@ -216,6 +216,9 @@ def install(session) -> None:
     for name, fn in table.items():
         _INSTALLED[name] = getattr(module, name)
         setattr(module, name, fn)
+    from .interposer_runtime import install_runtime
+
+    install_runtime(session, _ACTIVE)  # the cuda.bindings.runtime calls, same registry
 
 
 def drain_all(session) -> None:
