@@ -112,6 +112,10 @@ class LaunchManager:
         self.functions: dict[int, tuple[LoadedModule, str]] = {}
         self.pending: list[PendingLaunch] = []
         self.problems: list[str] = session.problems
+        # ((registry version, context), device address, records) of the last upload
+        self._table_copy: tuple[tuple[int, int], int, list[host.AllocationRecord]] | None = None
+        self._retired: list[int] = []  # replaced table copies, freed at the next drain
+        self.table_uploads = 0
         self.filter = session.options.kernel_filter
 
     # -- device memory of our own (never in the registry) -----------------------
@@ -234,15 +238,28 @@ class LaunchManager:
             out[offset:offset + psize] = data
         return bytes(out)
 
-    def _context(self, info: KernelInfo, params: bytes, shared: int,
-                 pending: PendingLaunch) -> bytes:
+    def _table(self) -> tuple[int, list[host.AllocationRecord]]:
+        """The device copy of the allocation table, uploaded again only when
+        the registry changed since the last launch.  A replaced copy may still
+        be read by a launch in flight: it is freed at the next drain."""
+        err, ctx = self.real["cuCtxGetCurrent"]()
+        version = (self.registry.version, int(ctx) if err == self.E.CUDA_SUCCESS else 0)
+        if self._table_copy is not None and self._table_copy[0] == version:
+            return self._table_copy[1], self._table_copy[2]
         allocations = [
             host.AllocationRecord(a.tag, a.base, a.size, a.state is State.LIVE)
             for a in self.registry.table()
         ]
-        table = host.allocation_table(allocations)
-        table_address = self._alloc(table)
-        pending.buffers.append(table_address)
+        address = self._alloc(host.allocation_table(allocations))
+        if self._table_copy is not None:
+            self._retired.append(self._table_copy[1])
+        self._table_copy = (version, address, allocations)
+        self.table_uploads += 1
+        return address, allocations
+
+    def _context(self, info: KernelInfo, params: bytes, shared: int,
+                 pending: PendingLaunch) -> bytes:
+        table_address, allocations = self._table()
         vbuf = host.violation_buffer(VIOLATION_CAPACITY)
         pending.violations = self._alloc(vbuf)
         pending.buffers.append(pending.violations)
@@ -292,6 +309,9 @@ class LaunchManager:
                 )
             self._release(launch)
         self.pending.clear()
+        for address in self._retired:
+            self.real["cuMemFree"](address)
+        self._retired.clear()
         self.session.flush()
 
     def _drain_before(self, name: str) -> Callable[..., Any]:
@@ -300,6 +320,10 @@ class LaunchManager:
         @functools.wraps(real)
         def wrapper(*a, **kw):
             self.drain()
+            if name != "cuModuleUnload":
+                # the table copy may live in the context going away
+                self._table_copy = None
+                self._retired.clear()
             return real(*a, **kw)
 
         return wrapper

@@ -115,6 +115,10 @@ _FAST_VAR = re.compile(
     rf"(?:[ \t]*=[ \t]*(-?(?:{_NUMBER})|\{{[ \t]*-?(?:{_NUMBER})(?:[ \t]*,[ \t]*-?(?:{_NUMBER}))*[ \t]*\}}))?"
     r"[ \t]*;"
 )
+_FAST_REG = re.compile(
+    rf"\.reg[ \t]+(?:(\.v[248])[ \t]+)?(\.[a-z]+[0-9]*(?:x2)?)[ \t]+({_REGISTER}|{_IDENT})"
+    r"(?:<(\d+)>)?[ \t]*;"
+)
 _REG_RANGE = re.compile(rf"({_REGISTER})<(\d+)>")
 _OPERAND_SIMPLE = re.compile(rf"{_REGISTER}$")
 _IMM = re.compile(rf"-?(?:{_NUMBER})$")
@@ -132,6 +136,13 @@ _PERF = {
     ".explicitcluster", ".reqnctapercluster", ".maxclusterrank", ".blocksareclusters",
 }
 _TYPES = {"." + t for t in SCALAR_SIZES} | {".texref", ".samplerref", ".surfref"}
+
+
+# Operands are immutable, and a program's modules spell the same ones over and
+# over (``%r1``, ``[%rd2+4]``): parsed spellings are shared by every parse.
+_OPERAND_CACHE: dict[str, Operand] = {}
+_OPERANDS_CACHE: dict[str, tuple[Operand, ...]] = {}
+_CACHE_LIMIT = 1 << 18
 
 
 class _Tok:
@@ -166,8 +177,12 @@ class _Parser:
         # line bookkeeping: position of the last counted newline
         self._line_pos = 0
         self._line_no = 1
-        self.operand_cache: dict[str, Operand] = {}
-        self.operands_cache: dict[str, tuple[Operand, ...]] = {}
+        if len(_OPERAND_CACHE) > _CACHE_LIMIT:
+            _OPERAND_CACHE.clear()
+        if len(_OPERANDS_CACHE) > _CACHE_LIMIT:
+            _OPERANDS_CACHE.clear()
+        self.operand_cache = _OPERAND_CACHE
+        self.operands_cache = _OPERANDS_CACHE
 
     # -- positions and errors ---------------------------------------------
 
@@ -697,6 +712,10 @@ class _Parser:
         assert t is not None
         d = t.text
         if d == ".reg":
+            m = _FAST_REG.match(text, start)
+            if m is not None and m.group(2) in _TYPES:
+                names = ((m.group(3), int(m.group(4))),) if m.group(4) else ((m.group(3), None),)
+                return RegisterDecl(m.group(2), names, m.group(1), line=line), m.end()
             return self.parse_reg_decl(start, line)
         if d in (".local", ".shared", ".param", ".global", ".const"):
             return self.parse_variable(start, line)

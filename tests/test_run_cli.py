@@ -222,3 +222,21 @@ def test_kernel_filter_checks_only_matching_kernels(tmp_path: Path) -> None:
 def test_bad_kernel_filter_is_a_tool_error(tmp_path: Path) -> None:
     rc, doc, out = gpusafe_run(tmp_path, "--kernel-filter", "(", "python", "-c", "pass")
     assert rc == 2 and "--kernel-filter" in out and doc is None
+
+
+def test_allocation_table_is_uploaded_again_only_after_a_change(tmp_path: Path) -> None:
+    body = """\
+    from gpusafe.interposer import _ACTIVE
+    launches = _ACTIVE.launches
+    before = launches.table_uploads
+    for _ in range(3):
+        check(driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0))
+    assert launches.table_uploads == before, "re-uploaded an unchanged table"
+    extra = check(driver.cuMemAlloc(64))
+    check(driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0))
+    assert launches.table_uploads == before + 1, "missed a registry change"
+    check(driver.cuCtxSynchronize())
+    """
+    app = write_program(tmp_path, body)
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert doc["exit_code"] == 0, out
