@@ -150,6 +150,7 @@ class LaunchManager:
                 except (ParseError, InstrumentError) as e:
                     self.problems.append(f"could not instrument a module loaded at "
                                          f"{program_site(2)}: {e}")
+                    self.session.flush_if_new()
                     result = real(image, *rest)
                     info = LoadedModule(None, f"gpusafe could not instrument it: {e}")
                 else:
@@ -312,7 +313,7 @@ class LaunchManager:
         for address in self._retired:
             self.real["cuMemFree"](address)
         self._retired.clear()
-        self.session.flush()
+        self.session.flush_if_new()
 
     def _drain_before(self, name: str) -> Callable[..., Any]:
         real = self.real[name]

@@ -61,6 +61,7 @@ class Session:
         self.problems: list[str] = []  # gpusafe's own failures: never a clean pass
         self._lock = threading.Lock()
         self._finished = False
+        self._flushed_state = (0, 0)
 
     def host_violation(self, v: HostViolation, kernel: str | None = None) -> None:
         self.report.add_host_violation(
@@ -68,6 +69,8 @@ class Session:
             size=v.size or None, allocation=allocation_info(v.allocation, v.address),
             kernel=kernel,
         )
+        if not self._finished:
+            self.flush_if_new()  # rare, and a crash must not lose it
 
     def flush(self) -> None:
         """Write this process's findings so far where ``gpusafe run`` reads them."""
@@ -81,6 +84,15 @@ class Session:
             os.replace(tmp, path)
             if self.problems:
                 (self.directory / f"{os.getpid()}.failed").write_text("\n".join(self.problems))
+
+    def flush_if_new(self) -> None:
+        """Flush at a drain point when something was found since the last
+        flush: a program killed later keeps its findings, and a clean program
+        with many launches does not rewrite its report after each one."""
+        state = (self.report.occurrences, len(self.problems))
+        if state != self._flushed_state:
+            self._flushed_state = state
+            self.flush()
 
     def finish(self) -> None:
         if self._finished:

@@ -240,3 +240,17 @@ def test_allocation_table_is_uploaded_again_only_after_a_change(tmp_path: Path) 
     app = write_program(tmp_path, body)
     rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
     assert doc["exit_code"] == 0, out
+
+
+def test_ptx_gpusafe_cannot_instrument_is_a_tool_error_not_a_pass(tmp_path: Path) -> None:
+    # an instrumented module cannot be instrumented again: gpusafe refuses it
+    body = """\
+    from instrument.checks import instrument
+    twice = instrument(ptx).ptx
+    mod2 = check(driver.cuModuleLoadData(twice.encode()))
+    """
+    app = write_program(tmp_path, body)
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert rc == 2, out
+    assert "could not instrument a module loaded at app.py:" in out
+    assert "already instrumented" in out
