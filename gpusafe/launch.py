@@ -178,48 +178,101 @@ class LaunchManager:
 
     # -- launches --------------------------------------------------------------
 
+    def _checked_launch(self, f: Any, shared: int, kernel_params: Any, extra: Any,
+                        launch: Callable[[Any, Any], tuple]) -> tuple:
+        """One launch of function ``f``: ``launch(kernelParams, extra)`` performs
+        it with whatever parameters this decides (the program's own for an
+        unchecked kernel, the instrumented kernel's with the hidden one)."""
+        entry = self.functions.get(int(f))
+        if entry is None:
+            self.session.report.record_unchecked(
+                self._function_name(f),
+                "loaded through an API gpusafe does not interpose "
+                "(cuLibraryLoadData, cuModuleLoadFatBinary, ...)")
+            return launch(kernel_params, extra)
+        module, kernel = entry
+        if module.sites is None or kernel not in module.sites.kernels:
+            reason = module.reason or f"excluded by --kernel-filter {self.filter!r}"
+            self.session.report.record_unchecked(kernel, reason)
+            return launch(kernel_params, extra)
+        info = module.sites.kernels[kernel]
+        params = self._packed(info, kernel_params, extra)
+        if params is None:
+            return (self.E.CUDA_ERROR_INVALID_VALUE,)
+        site = None
+        for value in host.root_values(info, params):
+            v = self.registry.check_argument(value, "cuLaunchKernel", None)
+            if v is not None:
+                site = site or program_site(3)
+                self.session.host_violation(dataclasses.replace(v, location=site),
+                                           kernel=kernel)
+        pending = PendingLaunch(kernel, module.sites)
+        try:
+            param_buffer = self._context(info, params, int(shared), pending)
+        except MemoryError as e:
+            self._release(pending)
+            self.problems.append(str(e))
+            self.session.flush_if_new()
+            return (self.E.CUDA_ERROR_OUT_OF_MEMORY,)
+        array, keep = _pointer_array(info, param_buffer)
+        result = launch(array, 0)
+        del keep
+        if result[0] != self.E.CUDA_SUCCESS:
+            self._release(pending)
+            return result
+        self.session.report.record_launch(kernel)
+        self.pending.append(pending)
+        if self.session.options.device == "cpu":
+            self.drain()  # the CPU device has finished the launch already
+        return result
+
+    def _function_name(self, f: Any) -> str:
+        getter = self.real.get("cuFuncGetName")
+        if getter is not None:
+            try:
+                err, name = getter(f)
+                if err == self.E.CUDA_SUCCESS:
+                    return name.decode() if isinstance(name, bytes) else str(name)
+            except Exception:  # a backend without it, or a handle it rejects
+                pass
+        return f"<function {int(f):#x}>"
+
     def _launch(self) -> Callable[..., Any]:
         real = self.real["cuLaunchKernel"]
 
         @functools.wraps(real)
         def wrapper(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra):
-            entry = self.functions.get(int(f))
-            if entry is None:
-                return real(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra)
-            module, kernel = entry
-            if module.sites is None or kernel not in module.sites.kernels:
-                reason = module.reason or f"excluded by --kernel-filter {self.filter!r}"
-                self.session.report.record_unchecked(kernel, reason)
-                return real(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra)
-            info = module.sites.kernels[kernel]
-            params = self._packed(info, kernelParams, extra)
-            if params is None:
-                return (self.E.CUDA_ERROR_INVALID_VALUE,)
-            site = None
-            for value in host.root_values(info, params):
-                v = self.registry.check_argument(value, "cuLaunchKernel", None)
-                if v is not None:
-                    site = site or program_site(2)
-                    self.session.host_violation(dataclasses.replace(v, location=site),
-                                               kernel=kernel)
-            pending = PendingLaunch(kernel, module.sites)
+            return self._checked_launch(
+                f, shared, kernelParams, extra,
+                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp, ex))
+
+        return wrapper
+
+    def _launch_ex(self) -> Callable[..., Any]:
+        real = self.real["cuLaunchKernelEx"]
+
+        @functools.wraps(real)
+        def wrapper(config, f, kernelParams, extra):
+            shared = int(config.sharedMemBytes) if config is not None else 0
+            return self._checked_launch(f, shared, kernelParams, extra,
+                                        lambda kp, ex: real(config, f, kp, ex))
+
+        return wrapper
+
+    def _load_file(self) -> Callable[..., Any]:
+        """``cuModuleLoad(fname)``: read the file and load it as data, so a
+        PTX file is instrumented like an in-memory image."""
+        load_data = self._load("cuModuleLoadData")
+        real = self.real["cuModuleLoad"]
+
+        @functools.wraps(real)
+        def wrapper(fname):
             try:
-                param_buffer = self._context(info, params, int(shared), pending)
-            except MemoryError as e:
-                self._release(pending)
-                self.problems.append(str(e))
-                return (self.E.CUDA_ERROR_OUT_OF_MEMORY,)
-            array, keep = _pointer_array(info, param_buffer)
-            result = real(f, gx, gy, gz, bx, by, bz, shared, stream, array, 0)
-            del keep
-            if result[0] != self.E.CUDA_SUCCESS:
-                self._release(pending)
-                return result
-            self.session.report.record_launch(kernel)
-            self.pending.append(pending)
-            if self.session.options.device == "cpu":
-                self.drain()  # the CPU device has finished the launch already
-            return result
+                with open(fname.decode() if isinstance(fname, bytes) else fname, "rb") as f:
+                    image = f.read()
+            except (OSError, TypeError, UnicodeDecodeError):
+                return real(fname)  # the driver's own error for a bad name
+            return load_data(image + b"\0")
 
         return wrapper
 
@@ -336,6 +389,10 @@ class LaunchManager:
             "cuModuleGetFunction": self._get_function(),
             "cuLaunchKernel": self._launch(),
         }
+        if "cuLaunchKernelEx" in self.real:
+            w["cuLaunchKernelEx"] = self._launch_ex()
+        if "cuModuleLoad" in self.real:
+            w["cuModuleLoad"] = self._load_file()
         for name in ("cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
                      "cuModuleUnload"):
             w[name] = self._drain_before(name)

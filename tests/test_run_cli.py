@@ -254,3 +254,34 @@ def test_ptx_gpusafe_cannot_instrument_is_a_tool_error_not_a_pass(tmp_path: Path
     assert rc == 2, out
     assert "could not instrument a module loaded at app.py:" in out
     assert "already instrumented" in out
+
+
+def test_module_loaded_from_a_ptx_file_is_checked(tmp_path: Path) -> None:
+    body = """\
+    open("k.ptx", "w").write(ptx)
+    mod2 = check(driver.cuModuleLoad(b"k.ptx"))
+    fn2 = check(driver.cuModuleGetFunction(mod2, b"add_one"))
+    check(driver.cuLaunchKernel(fn2, n // 128 + 1, 1, 1, 128, 1, 1, 0, 0, params.ctypes.data, 0))
+    check(driver.cuCtxSynchronize())
+    """
+    app = write_program(tmp_path, body)
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert rc == 86, out
+    assert doc["summary"]["launches"] == 2
+    assert sum(v["count"] for v in doc["violations"]) == 4  # a read and a write, twice
+
+
+def test_launch_through_cuLaunchKernelEx_is_checked(tmp_path: Path) -> None:
+    body = """\
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = n // 128 + 1, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = 128, 1, 1
+    config.sharedMemBytes = 0
+    config.numAttrs = 0
+    check(driver.cuLaunchKernelEx(config, fn, params.ctypes.data, 0))
+    check(driver.cuCtxSynchronize())
+    """
+    app = write_program(tmp_path, body)
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert rc == 86, out
+    assert doc["summary"]["launches"] == 2 and doc["exit_code"] == 0
