@@ -112,6 +112,7 @@ class LaunchManager:
         self.functions: dict[int, tuple[LoadedModule, str]] = {}
         self.pending: list[PendingLaunch] = []
         self.problems: list[str] = session.problems
+        self.globals_of: dict[int, list[int]] = {}  # module -> globals whose address was taken
         # ((registry version, context), device address, records) of the last upload
         self._table_copy: tuple[tuple[int, int], int, list[host.AllocationRecord]] | None = None
         self._retired: list[int] = []  # replaced table copies, freed at the next drain
@@ -259,6 +260,35 @@ class LaunchManager:
 
         return wrapper
 
+    def _get_global(self) -> Callable[..., Any]:
+        """A module global whose address the program takes may be passed to a
+        kernel: it joins the allocation table (never freed, never leaked)."""
+        real = self.real["cuModuleGetGlobal"]
+
+        @functools.wraps(real)
+        def wrapper(hmod, name):
+            result = real(hmod, name)
+            if result[0] == self.E.CUDA_SUCCESS and int(result[2]) > 0:
+                self.registry.module_global(int(result[1]), int(result[2]), program_site(2))
+                self.globals_of.setdefault(int(hmod), []).append(int(result[1]))
+            return result
+
+        return wrapper
+
+    def _unload(self) -> Callable[..., Any]:
+        real = self.real["cuModuleUnload"]
+
+        @functools.wraps(real)
+        def wrapper(hmod):
+            self.drain()
+            result = real(hmod)
+            if result[0] == self.E.CUDA_SUCCESS:
+                self.registry.module_unloaded(self.globals_of.pop(int(hmod), []))
+                self.modules.pop(int(hmod), None)
+            return result
+
+        return wrapper
+
     def _load_file(self) -> Callable[..., Any]:
         """``cuModuleLoad(fname)``: read the file and load it as data, so a
         PTX file is instrumented like an in-memory image."""
@@ -374,10 +404,9 @@ class LaunchManager:
         @functools.wraps(real)
         def wrapper(*a, **kw):
             self.drain()
-            if name != "cuModuleUnload":
-                # the table copy may live in the context going away
-                self._table_copy = None
-                self._retired.clear()
+            # the table copy may live in the context going away
+            self._table_copy = None
+            self._retired.clear()
             return real(*a, **kw)
 
         return wrapper
@@ -393,8 +422,11 @@ class LaunchManager:
             w["cuLaunchKernelEx"] = self._launch_ex()
         if "cuModuleLoad" in self.real:
             w["cuModuleLoad"] = self._load_file()
-        for name in ("cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
-                     "cuModuleUnload"):
+        if "cuModuleGetGlobal" in self.real:
+            w["cuModuleGetGlobal"] = self._get_global()
+        if "cuModuleUnload" in self.real:
+            w["cuModuleUnload"] = self._unload()
+        for name in ("cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"):
             w[name] = self._drain_before(name)
         return {k: v for k, v in w.items() if k in self.real}
 

@@ -47,6 +47,7 @@ class Allocation:
     allocated_at: str | None
     state: State = State.LIVE
     freed_at: str | None = None
+    owned: bool = True  # False: memory the program cannot free (a module's global variable)
 
     @property
     def end(self) -> int:
@@ -139,9 +140,35 @@ class Registry:
         self.version += 1
         return alloc
 
+    def module_global(self, base: int, size: int, site: str | None) -> Allocation:
+        """A module's ``.global`` variable whose address the program took
+        (``cuModuleGetGlobal``): valid device memory a kernel argument may
+        point into, which the program must never free and cannot leak."""
+        known = self._at.get(base)
+        if known is not None:
+            return known
+        alloc = Allocation(self._next_tag, base, size, size, "cuModuleGetGlobal", site,
+                           owned=False)
+        self._next_tag += 1
+        self.by_tag[alloc.tag] = alloc
+        self._at[base] = alloc
+        bisect.insort(self._bases, base)
+        self.version += 1
+        return alloc
+
+    def module_unloaded(self, bases: list[int]) -> None:
+        for base in bases:
+            alloc = self._at.get(base)
+            if alloc is not None and not alloc.owned:
+                self._forget(alloc)
+                self.version += 1
+
     def free(self, address: int, api: str, site: str | None) -> FreeResult:
         """Judge a free; on success the allocation enters the quarantine."""
         alloc = self._at.get(address)
+        if alloc is not None and not alloc.owned:
+            return FreeResult(HostViolation(ViolationKind.INVALID_FREE, address, 0, alloc, api,
+                                            site))
         if alloc is None or alloc.state is State.FREED:
             kind = ViolationKind.DOUBLE_FREE if alloc is not None else ViolationKind.INVALID_FREE
             if alloc is None:
@@ -195,7 +222,7 @@ class Registry:
         return alloc if address < alloc.base + alloc.reserved else None
 
     def live(self) -> list[Allocation]:
-        return [a for a in self.by_tag.values() if a.state is State.LIVE]
+        return [a for a in self.by_tag.values() if a.state is State.LIVE and a.owned]
 
     def table(self) -> list[Allocation]:
         """Allocations holding memory, sorted by base: what the device searches."""

@@ -285,3 +285,38 @@ def test_launch_through_cuLaunchKernelEx_is_checked(tmp_path: Path) -> None:
     rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
     assert rc == 86, out
     assert doc["summary"]["launches"] == 2 and doc["exit_code"] == 0
+
+
+GLOBAL_KERNEL = r"""
+__device__ float table[64];
+extern "C" __global__ void fill(float* t, int n)
+{
+    int i = threadIdx.x;
+    if (i < n) t[i] = 2.0f * i;
+}
+"""
+
+
+def test_a_module_global_passed_as_a_pointer_is_valid_memory(tmp_path: Path) -> None:
+    body = f"""\
+    mod2 = check(driver.cuModuleLoadData(compile_to_ptx({GLOBAL_KERNEL!r}, "g.cu").encode()))
+    fill = check(driver.cuModuleGetFunction(mod2, b"fill"))
+    d_table, size = check(driver.cuModuleGetGlobal(mod2, b"table"))
+    assert size == 256
+    for count in (64, 65):
+        vals = [np.array([int(d_table)], dtype=np.uint64), np.array([count], dtype=np.int32)]
+        p2 = np.array([v.ctypes.data for v in vals], dtype=np.uint64)
+        check(driver.cuLaunchKernel(fill, 1, 1, 1, 96, 1, 1, 0, 0, p2.ctypes.data, 0))
+    check(driver.cuCtxSynchronize())
+    assert driver.cuMemFree(d_table)[0] == driver.CUresult.CUDA_ERROR_INVALID_VALUE
+    """
+    app = write_program(tmp_path, body)
+    rc, doc, out = gpusafe_run(tmp_path, "--leak-check", "python", str(app))
+    fill = [v for v in doc["violations"] if v["kernel"] == "fill"]
+    # 64 in-bounds writes report nothing; the 65th is one past the global
+    assert [(v["kind"], v["count"], v["allocation"]["offset"]) for v in fill] == [
+        ("global-out-of-bounds", 1, 256)], out
+    assert fill[0]["allocation"]["size"] == 256
+    kinds = sorted(v["kind"] for v in doc["violations"] if v["kernel"] is None)
+    # freeing a global is invalid; only the program's own two buffers leak
+    assert kinds == ["invalid-free", "leak", "leak"], out
