@@ -95,6 +95,31 @@ class Interposer:
 
         return wrapper
 
+    def host_alloc_wrapper(self, name: str) -> Callable[..., Any]:
+        """Pinned host memory: with unified addressing a kernel may read it."""
+        real = self.fn(name)
+
+        @functools.wraps(real)
+        def wrapper(bytesize, *rest):
+            result = real(bytesize, *rest)
+            if result[0] == self.E.CUDA_SUCCESS and int(bytesize) > 0:
+                self.registry.mapped(int(result[1]), int(bytesize), name, program_site(2))
+            return result
+
+        return wrapper
+
+    def host_free_wrapper(self) -> Callable[..., Any]:
+        real = self.fn("cuMemFreeHost")
+
+        @functools.wraps(real)
+        def wrapper(p):
+            result = real(p)
+            if result[0] == self.E.CUDA_SUCCESS:
+                self.registry.unmapped([int(p)])
+            return result
+
+        return wrapper
+
     def free_wrapper(self, name: str) -> Callable[..., Any]:
         real = self.fn(name)
         reg = self.registry
@@ -162,6 +187,9 @@ class Interposer:
         for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync"):
             add(name, functools.partial(self.alloc_wrapper, name))
         add("cuMemAllocPitch", self.cuMemAllocPitch)
+        for name in ("cuMemAllocHost", "cuMemHostAlloc"):
+            add(name, functools.partial(self.host_alloc_wrapper, name))
+        add("cuMemFreeHost", self.host_free_wrapper)
         for name in ("cuMemFree", "cuMemFreeAsync"):
             add(name, functools.partial(self.free_wrapper, name))
 

@@ -269,7 +269,8 @@ class LaunchManager:
         def wrapper(hmod, name):
             result = real(hmod, name)
             if result[0] == self.E.CUDA_SUCCESS and int(result[2]) > 0:
-                self.registry.module_global(int(result[1]), int(result[2]), program_site(2))
+                self.registry.mapped(int(result[1]), int(result[2]), "cuModuleGetGlobal",
+                                     program_site(2))
                 self.globals_of.setdefault(int(hmod), []).append(int(result[1]))
             return result
 
@@ -283,7 +284,7 @@ class LaunchManager:
             self.drain()
             result = real(hmod)
             if result[0] == self.E.CUDA_SUCCESS:
-                self.registry.module_unloaded(self.globals_of.pop(int(hmod), []))
+                self.registry.unmapped(self.globals_of.pop(int(hmod), []))
                 self.modules.pop(int(hmod), None)
             return result
 

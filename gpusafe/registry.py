@@ -140,15 +140,15 @@ class Registry:
         self.version += 1
         return alloc
 
-    def module_global(self, base: int, size: int, site: str | None) -> Allocation:
-        """A module's ``.global`` variable whose address the program took
-        (``cuModuleGetGlobal``): valid device memory a kernel argument may
-        point into, which the program must never free and cannot leak."""
+    def mapped(self, base: int, size: int, api: str, site: str | None) -> Allocation:
+        """Memory a kernel may reach that ``cuMemFree`` must not free: a
+        module's ``.global`` variable whose address the program took
+        (``cuModuleGetGlobal``), pinned host memory (``cuMemAllocHost``).
+        Not a leak when still there at exit."""
         known = self._at.get(base)
         if known is not None:
             return known
-        alloc = Allocation(self._next_tag, base, size, size, "cuModuleGetGlobal", site,
-                           owned=False)
+        alloc = Allocation(self._next_tag, base, size, size, api, site, owned=False)
         self._next_tag += 1
         self.by_tag[alloc.tag] = alloc
         self._at[base] = alloc
@@ -156,7 +156,7 @@ class Registry:
         self.version += 1
         return alloc
 
-    def module_unloaded(self, bases: list[int]) -> None:
+    def unmapped(self, bases: list[int]) -> None:
         for base in bases:
             alloc = self._at.get(base)
             if alloc is not None and not alloc.owned:
