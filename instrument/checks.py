@@ -195,6 +195,23 @@ class _Cond:
     end: int
 
 
+@dataclass(eq=False)
+class _Unit:
+    """One fast filter of the function: a grouped region's or a standalone
+    root/window access's.  ``pred``: the predicate register its filter leaves
+    true when any of its conditions may hold (set when it is emitted, only for
+    units other filters are dominated by); ``dom``: the unit whose predicate
+    this one's filter reuses instead of computing its own."""
+
+    index: int  # the top-level statement the filter is placed before
+    accesses: list[_Access]
+    region: bool
+    conds: list[_Cond]
+    dom: _Unit | None = None
+    used: bool = False  # some other unit's filter reuses this one's predicate
+    pred: str | None = None
+
+
 @dataclass
 class _Slot:
     roots: tuple[int, ...]
@@ -741,7 +758,9 @@ class _FunctionPass:
     def _load_ctx(self) -> Statement:
         return I("ld.param.u64", self.reg("ctx", ".b64"), Address(Symbol(CONTEXT_PARAM)))
 
-    def fast_filter(self, acc: _Access, slow: str) -> list[Statement]:
+    def fast_filter(self, acc: _Access, slow: str, unit: _Unit | None = None) -> list[Statement]:
+        """``unit``: the access's own unit when other filters reuse its
+        predicate (it then gets a register of its own, named in ``unit.pred``)."""
         a = acc.access
         w = a.width
         out: list[Statement] = []
@@ -750,7 +769,9 @@ class _FunctionPass:
             seed = None
             if self.hoisting and len(acc.path) == 1:
                 conds, seed = self._hoist(conds, acc.path[0])
-            return self.emit(conds, slow, seed=seed)
+            if unit is None:
+                return self.emit(conds, slow, seed=seed)
+            return self._emit_unit(unit, conds, slow, seed)
         p = self.reg("p", ".pred")
         t64 = self.reg("t", ".b64")
         if acc.mode == "lookup":
@@ -901,10 +922,31 @@ class _FunctionPass:
             out.append(I("mov.u64", self.reg("uchi", ".b64"), layout.EMPTY_WINDOW[1]))
         return out
 
-    def _checked(self, acc: _Access) -> tuple[list[Statement], list[Statement], list[Statement]]:
-        """(before, after, out-of-line slow path) of one access checked on its own."""
+    def _emit_unit(self, unit: _Unit, conds: list[_Cond], slow: str,
+                   seed: str | None) -> list[Statement]:
+        """The filter of a unit other filters are dominated by: its predicate
+        in a register nothing else writes (or, when every condition went to
+        the loop's preheader, the loop's invariant predicate, written once)."""
+        assert not any(self._constant_failure(c) for c in conds)
+        if not conds:
+            assert seed is not None
+            unit.pred = seed
+            return self.emit(conds, slow, seed=seed)
+        unit.pred = self.reg(f"d{len(self.extra_regs)}", ".pred")
+        return self.emit(conds, slow, pred=unit.pred, seed=seed)
+
+    def _checked(self, acc: _Access, unit: _Unit | None = None,
+                 ) -> tuple[list[Statement], list[Statement], list[Statement]]:
+        """(before, after, out-of-line slow path) of one access checked on its
+        own; ``unit``: the access's unit, when it dominates others or is
+        dominated (then the filter is one branch on the dominating predicate)."""
         slow, do, skip = self.label("slow"), self.label("do"), self.label("skip")
-        pre = self.fast_filter(acc, slow)
+        if unit is not None and unit.dom is not None:
+            assert unit.dom.pred is not None
+            pre: list[Statement] = [I("bra", slow, guard=ptx.Guard(unit.dom.pred))]
+            pre.append(ptx.Label(do))
+            return pre, [ptx.Label(skip)], self.slow_path(acc, slow, do, skip)
+        pre = self.fast_filter(acc, slow, unit if unit is not None and unit.used else None)
         pre.append(ptx.Label(do))
         return pre, [ptx.Label(skip)], self.slow_path(acc, slow, do, skip)
 
@@ -951,6 +993,119 @@ class _FunctionPass:
     def _inputs(self, acc: _Access) -> set[str]:
         return {c.reg for c in self.conditions(acc) if c.reg is not None}
 
+    # -- checks implied by a dominating check ------------------------------
+
+    def _dominated(self, units: list[_Unit]) -> None:
+        """Mark each unit whose every condition is implied by a condition of a
+        unit that dominates it ("dominated"): its filter becomes one branch on
+        the dominating filter's predicate, ``@p bra slow``.
+
+        Why this keeps every violation: a failing check does not stop the
+        thread (the slow path skips only its own access and continues), so a
+        dominated access can never simply go unchecked, or a bad access after a
+        failed dominating check would run.  Instead the dominating filter
+        leaves its predicate ``p`` in a register of its own, true when any of
+        its conditions may hold (its loop-hoisted conditions included: they
+        are ORed in).  At the dominated access:
+
+        * ``p`` false: every condition of the dominating filter was false when
+          it ran, i.e. each range it checks was in bounds (and each alignment
+          held).  Each condition of the dominated filter tests the same kind of
+          range against the same root or variable through the same register
+          (or alignment of the same register), a sub-range ``[start, end)`` of
+          one the dominating filter tested, with an alignment dividing it; and
+          that register holds the same value at both places (below).  So the
+          dominated access is in bounds and aligned: performing it unchecked
+          is what its own filter would have done.
+        * ``p`` true: the dominated access's own slow path runs, which checks it
+          precisely and records it exactly as its own failing filter would.
+
+        The register argument: a register with no definition in the function
+        never changes; one with a single definition ``D`` that dominates the
+        dominating filter ``A`` is not redefined on any path from ``A`` to the
+        dominated filter ``B``: such a path through ``D`` would, after its last
+        ``A``, reach ``B`` from ``D`` avoiding ``A``, and a path from the entry
+        to ``D`` avoiding ``A`` exists (``D`` dominates ``A``), so ``B`` would
+        be reachable avoiding ``A``, against ``A`` dominating ``B``.  Any other
+        register (two definitions or more, e.g. a loop's induction variable;
+        a definition not dominating ``A``) disqualifies the pair.  Loops need
+        nothing more: a filter in a loop body that dominates an access after
+        the loop covers it only through such stable registers, and ``p`` is
+        then the last iteration's, computed from the same values.  The
+        dominating access's guard does not matter: its filter runs whatever
+        the guard (only its slow path looks at the guard), so ``p`` is set on
+        every path through it.  Bounds do not depend on the access kind, so a
+        load's filter covers a store or an atomic of a covered range.
+
+        A unit reusing another's predicate computes none of its own, so it
+        dominates nothing; units that may fail unconditionally (their filter
+        is a bare ``bra.uni`` that sets no predicate) dominate nothing."""
+        graph = self.graph
+        body = self.fn.body
+        assert graph is not None and body is not None
+        idom = graph.dominators()
+        depth: dict[int, int] = {}
+        for b in range(len(graph.blocks)):
+            d, x = 0, idom[b]
+            while x is not None:
+                d, x = d + 1, idom[x]
+            depth[b] = d
+        sites: dict[str, list[int]] = {}
+        for i, st in enumerate(body):
+            for r in _writes(st):
+                sites.setdefault(r, []).append(i)
+
+        def dom_pos(i: int, j: int) -> bool:
+            bi, bj = graph.block_of[i], graph.block_of[j]
+            if bi == bj:
+                return i < j
+            return graph.dominates(idom, bi, bj)
+
+        def stable(reg: str | None, at: int) -> bool:
+            if reg is None:
+                return True
+            where = sites.get(reg, [])
+            return not where or (len(where) == 1 and dom_pos(where[0], at))
+
+        candidates: dict[tuple, list[_Unit]] = {}
+        for u in sorted(units, key=lambda u: (depth[graph.block_of[u.index]], u.index)):
+            if not u.conds:
+                continue
+            key = self._cond_key(u.conds[0])
+            for a in reversed(candidates.get(key, [])[-64:]):
+                if dom_pos(a.index, u.index) and all(
+                        any(self._implies(c, d) and stable(c.reg, a.index) for c in a.conds)
+                        for d in u.conds):
+                    u.dom = a
+                    a.used = True
+                    break
+            if u.dom is None and not any(self._constant_failure(c) for c in u.conds):
+                for c in u.conds:
+                    candidates.setdefault(self._cond_key(c), []).append(u)
+
+    def _cond_key(self, c: _Cond) -> tuple:
+        if c.form in ("R", "C"):
+            return (c.form, c.reg, self._find(c.root))
+        if c.form == "A":
+            return (c.form, c.reg)
+        return (c.form, c.reg, c.root)
+
+    def _implies(self, a: _Cond, b: _Cond) -> bool:
+        """Whether ``a`` false (when checked) means ``b`` false (same registers)."""
+        if a.form != b.form or a.reg != b.reg or self._constant_failure(a):
+            return False
+        if b.form == "A":
+            return (a.reg is not None and a.align % b.align == 0
+                    and (b.root[0] - a.root[0]) % b.align == 0)
+        if b.form not in ("R", "C", "F", "W", "WR"):
+            return False
+        if b.form in ("R", "C"):
+            if self._find(a.root) != self._find(b.root):
+                return False
+        elif a.root != b.root:
+            return False
+        return a.align % b.align == 0 and a.start <= b.start and b.end <= a.end
+
     def rewrite(self, needy: set[str]) -> None:
         fn = self.fn
         body = fn.body
@@ -959,16 +1114,38 @@ class _FunctionPass:
         after: dict[tuple[int, ...], list[Statement]] = {}
         slow_paths: list[Statement] = []
         grouped: set[int] = set()
+        units: list[_Unit] = []
         for region in (self.regions() if self.optimize else []):
             grouped.update(id(a) for a in region)
+            units.append(_Unit(region[0].path[0], region, True,
+                               self.merge([c for a in region for c in self.conditions(a)])))
+        for acc in self.accesses:
+            if acc.mode in ("root", "window") and id(acc) not in grouped and len(acc.path) == 1:
+                units.append(_Unit(acc.path[0], [acc], False,
+                                   self.merge(self.conditions(acc))))
+        if self.optimize:
+            self._dominated(units)
+        unit_of = {id(u.accesses[0]): u for u in units if not u.region}
+
+        def emit_region(region_unit: _Unit) -> None:
+            region = region_unit.accesses
             self.stats.removed["grouped-in-block"] += len(region) - 1
             copy, rejoin = self.label("copy"), self.label("rejoin")
-            conds = self.merge([c for a in region for c in self.conditions(a)])
+            conds = region_unit.conds
             start, end = region[0].path[0], region[-1].path[0]
-            self.in_loop = graph_loop(self, start)
-            conds, seed = self._hoist(conds, start)
-            before[(start,)] = self.emit(conds, copy, seed=seed)
-            self.in_loop = False
+            dom = region_unit.dom
+            if dom is not None:
+                assert dom.pred is not None
+                before[(start,)] = [I("bra", copy, guard=ptx.Guard(dom.pred))]
+                self.stats.removed["dominated"] += 1
+            else:
+                self.in_loop = graph_loop(self, start)
+                conds, seed = self._hoist(conds, start)
+                if region_unit.used:
+                    before[(start,)] = self._emit_unit(region_unit, conds, copy, seed)
+                else:
+                    before[(start,)] = self.emit(conds, copy, seed=seed)
+                self.in_loop = False
             after[(end,)] = [ptx.Label(rejoin)]
             # the slow copy: the same statements, every access checked on its own
             slow_paths.append(ptx.Label(copy))
@@ -982,16 +1159,30 @@ class _FunctionPass:
                 slow_paths.extend(pre + [body[i]] + post)
                 self._deferred.extend(slow)
             slow_paths.append(I("bra.uni", rejoin))
-        for acc in self.accesses:
-            if acc.mode in ("static", "none") or id(acc) in grouped:
-                continue
+
+        def emit_access(acc: _Access) -> None:
+            unit = unit_of.get(id(acc))
+            if unit is not None and unit.dom is not None:
+                self.stats.removed["dominated"] += 1
             self.in_loop = graph_loop(self, acc.path[0])
             self.hoisting = True
-            pre, post, slow = self._checked(acc)
+            pre, post, slow = self._checked(acc, unit)
             self.in_loop = self.hoisting = False
             before[acc.path] = before.get(acc.path, []) + pre
             after[acc.path] = post + after.get(acc.path, [])
             slow_paths.extend(slow)
+
+        single = [acc for acc in self.accesses
+                  if acc.mode not in ("static", "none") and id(acc) not in grouped]
+        # dominating filters first: the dominated ones branch on their predicates
+        for late in (False, True):
+            for u in units:
+                if u.region and (u.dom is not None) == late:
+                    emit_region(u)
+            for acc in single:
+                u = unit_of.get(id(acc))
+                if (u is not None and u.dom is not None) == late:
+                    emit_access(acc)
         slow_paths.extend(self._deferred)
         if before and any(len(p) > 1 for p in before):
             # accesses inside nested blocks: insert there
@@ -1042,6 +1233,21 @@ class _FunctionPass:
 
     def _wrap_call(self, s: Instruction) -> Block:
         return Block(_ctx_argument(s, self.reg("ctx", ".b64")))
+
+
+def _writes(st: Statement) -> set[str]:
+    """Registers a top-level statement may write: its definitions and the
+    registers in a call's return list."""
+    out = _all_defs(st)
+    stack = [st]
+    while stack:
+        x = stack.pop()
+        if type(x) is Block:
+            stack.extend(x.statements)
+        elif type(x) is Instruction and x.op == "call" and x.operands \
+                and isinstance(x.operands[0], ArgumentList):
+            out.update(r.name for r in x.operands[0].items if isinstance(r, Register))
+    return out
 
 
 def _all_defs(st: Statement) -> set[str]:
