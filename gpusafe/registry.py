@@ -132,7 +132,11 @@ class Registry:
         """Record an allocation the driver returned at ``base``."""
         if base in self._at:
             raise ValueError(f"the driver returned {base:#x}, which is still allocated")
-        alloc = Allocation(self._next_tag, base, size, self.reserve_size(size), api, site)
+        return self._insert(base, size, self.reserve_size(size), api, site, owned=True)
+
+    def _insert(self, base: int, size: int, reserved: int, api: str, site: str | None,
+                owned: bool) -> Allocation:
+        alloc = Allocation(self._next_tag, base, size, reserved, api, site, owned=owned)
         self._next_tag += 1
         self.by_tag[alloc.tag] = alloc
         self._at[base] = alloc
@@ -148,13 +152,7 @@ class Registry:
         known = self._at.get(base)
         if known is not None:
             return known
-        alloc = Allocation(self._next_tag, base, size, size, api, site, owned=False)
-        self._next_tag += 1
-        self.by_tag[alloc.tag] = alloc
-        self._at[base] = alloc
-        bisect.insort(self._bases, base)
-        self.version += 1
-        return alloc
+        return self._insert(base, size, size, api, site, owned=False)
 
     def unmapped(self, bases: list[int]) -> None:
         for base in bases:

@@ -71,7 +71,6 @@ import functools
 import re
 import threading
 import time
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,23 +79,14 @@ from cuda.bindings import driver as _real
 
 from . import driver_args as _args
 from . import driver_profile as _profile
+from .bindings import reexport
 
 # --------------------------------------------------------------------------
 # re-export the types, enums and constants of cuda.bindings.driver
 # --------------------------------------------------------------------------
 
-def _is_real_function(name: str, obj) -> bool:
-    return name.startswith("cu") and callable(obj) and not isinstance(obj, type)
-
-
 #: Names of the functions of cuda.bindings.driver (implemented here or not).
-REAL_FUNCTIONS = frozenset(n for n, o in vars(_real).items() if _is_real_function(n, o))
-
-for _name, _obj in vars(_real).items():
-    if _name.startswith("_") or _name in REAL_FUNCTIONS or isinstance(_obj, types.ModuleType):
-        continue
-    globals()[_name] = _obj
-del _name, _obj
+REAL_FUNCTIONS = reexport(_real, "cu", globals())
 
 CUresult = _real.CUresult
 CUdevice = _real.CUdevice

@@ -57,7 +57,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -66,20 +65,10 @@ from cuda.bindings import runtime as _real
 from . import driver as _drv
 from . import driver_args as _args
 from . import driver_profile as _profile
-
-
-def _is_real_function(name: str, obj) -> bool:
-    return name.startswith("cuda") and callable(obj) and not isinstance(obj, type)
-
+from .bindings import reexport
 
 #: Names of the functions of cuda.bindings.runtime (implemented here or not).
-REAL_FUNCTIONS = frozenset(n for n, o in vars(_real).items() if _is_real_function(n, o))
-
-for _name, _obj in vars(_real).items():
-    if _name.startswith("_") or _name in REAL_FUNCTIONS or isinstance(_obj, types.ModuleType):
-        continue
-    globals()[_name] = _obj
-del _name, _obj
+REAL_FUNCTIONS = reexport(_real, "cuda", globals())
 
 cudaError_t = _real.cudaError_t
 cudaMemcpyKind = _real.cudaMemcpyKind
