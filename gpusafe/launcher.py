@@ -74,18 +74,20 @@ def probe_gpu() -> str | None:
         return None
 
 
-def choose_device(requested: str) -> tuple[str, str]:
-    """(``cpu`` or ``cuda``, a sentence saying what was picked and why)."""
+def choose_device(requested: str) -> tuple[str, str, str]:
+    """(``cpu`` or ``cuda``, the device's name for the report, a sentence
+    saying what was picked and why)."""
     if requested == "cpu":
-        return "cpu", "running kernels on the gpusafe CPU device (--device cpu)"
+        return "cpu", "cpu", "running kernels on the gpusafe CPU device (--device cpu)"
     gpu = probe_gpu()
     if requested == "cuda":
         if gpu is None:
             raise LaunchError("--device cuda: no working CUDA driver and GPU on this machine")
-        return "cuda", f"running kernels on {gpu} (--device cuda)"
+        return "cuda", gpu, f"running kernels on {gpu} (--device cuda)"
     if gpu is None:
-        return "cpu", "no working CUDA driver and GPU found: running kernels on the CPU device"
-    return "cuda", f"running kernels on {gpu}"
+        return ("cpu", "cpu",
+                "no working CUDA driver and GPU found: running kernels on the CPU device")
+    return "cuda", gpu, f"running kernels on {gpu}"
 
 
 def child_environment(session_dir: Path, options: dict) -> dict[str, str]:

@@ -103,11 +103,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                       "cuda-python today; native programs are not supported yet. "
                       "Nothing was run.")
             return EXIT_TOOL_ERROR
-        device, note = choose_device(args.device)
+        device, device_name, note = choose_device(args.device)
     except LaunchError as e:
         _err(err, str(e))
         return EXIT_TOOL_ERROR
-    device_name = "cpu" if device == "cpu" else note.split(" on ", 1)[1].split(" (")[0]
     if not args.check:
         note += "; checking is off (--no-check)"
     err.print(f"gpusafe: {note}", markup=False, highlight=False, soft_wrap=True)
