@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .host_checks import HostChecks
 from .registry import program_site
 
 _INSTALLED: dict[str, Any] = {}
@@ -45,131 +46,40 @@ def _unimplemented(name: str) -> Callable[..., Any]:
     return call
 
 
-class Interposer:
+class Interposer(HostChecks):
     """The checking layer between the program and a backend driver module."""
 
     def __init__(self, session, backend: ModuleType, real: dict[str, Any]) -> None:
         from .launch import LaunchManager
 
-        self.session = session
-        self.registry = session.registry
-        self.backend = backend
-        self.real = real  # name -> backend function
-        self.E = backend.CUresult
+        super().__init__(session, real, backend.CUresult.CUDA_SUCCESS,
+                         backend.CUresult.CUDA_ERROR_INVALID_VALUE)
         self.launches = LaunchManager(session, backend, real)
 
-    def fn(self, name: str) -> Callable[..., Any]:
-        return self.real[name]
-
-    # -- allocation --------------------------------------------------------
-
-    def alloc_wrapper(self, name: str) -> Callable[..., Any]:
-        real = self.fn(name)
-        reg = self.registry
-
-        @functools.wraps(real)
-        def wrapper(bytesize, *rest):
-            size = int(bytesize)
-            result = real(reg.reserve_size(size), *rest)
-            if result[0] == self.E.CUDA_SUCCESS:
-                reg.allocated(int(result[1]), size, name, program_site(2))
-            return result
-
-        return wrapper
-
-    def cuMemAllocPitch(self):  # noqa: N802 (the driver's name)
-        real = self.fn("cuMemAllocPitch")
-        reg = self.registry
-
-        @functools.wraps(real)
-        def wrapper(WidthInBytes, Height, ElementSizeBytes):
-            # The red zone goes after the last row: ask for extra rows.
-            width, height = int(WidthInBytes), int(Height)
-            extra_rows = -(-reg.padding // max(width, 1)) if reg.padding else 0
-            result = real(width, height + extra_rows, ElementSizeBytes)
-            if result[0] == self.E.CUDA_SUCCESS:
-                pitch = int(result[2])
-                reg.allocated(int(result[1]), pitch * height, "cuMemAllocPitch",
-                              program_site(2))
-            return result
-
-        return wrapper
+    def drain(self) -> None:
+        self.launches.drain()
 
     def host_alloc_wrapper(self, name: str) -> Callable[..., Any]:
         """Pinned host memory: with unified addressing a kernel may read it."""
-        real = self.fn(name)
+        real = self.real[name]
 
         @functools.wraps(real)
         def wrapper(bytesize, *rest):
             result = real(bytesize, *rest)
-            if result[0] == self.E.CUDA_SUCCESS and int(bytesize) > 0:
+            if result[0] == self.ok and int(bytesize) > 0:
                 self.registry.mapped(int(result[1]), int(bytesize), name, program_site(2))
             return result
 
         return wrapper
 
     def host_free_wrapper(self) -> Callable[..., Any]:
-        real = self.fn("cuMemFreeHost")
+        real = self.real["cuMemFreeHost"]
 
         @functools.wraps(real)
         def wrapper(p):
             result = real(p)
-            if result[0] == self.E.CUDA_SUCCESS:
+            if result[0] == self.ok:
                 self.registry.unmapped([int(p)])
-            return result
-
-        return wrapper
-
-    def free_wrapper(self, name: str) -> Callable[..., Any]:
-        real = self.fn(name)
-        reg = self.registry
-
-        @functools.wraps(real)
-        def wrapper(dptr, *rest):
-            address = int(dptr)
-            verdict = reg.free(address, name, program_site(2))
-            if verdict.violation is not None:
-                self.session.host_violation(verdict.violation)
-                return (self.E.CUDA_ERROR_INVALID_VALUE,)
-            for base in verdict.release:
-                real(base, *rest)
-            return (self.E.CUDA_SUCCESS,)
-
-        return wrapper
-
-    # -- copies and memsets -------------------------------------------------
-
-    def range_wrapper(self, name: str, ranges: Callable[..., list[tuple[int, int]]],
-                      sync: bool) -> Callable[..., Any]:
-        """A call touching device ranges ``ranges(*args)`` -> [(address, bytes)]."""
-        real = self.fn(name)
-        reg = self.registry
-
-        @functools.wraps(real)
-        def wrapper(*args):
-            site = None
-            for address, size in ranges(*args):
-                if reg.find(address) is None and reg.nearest(address) is None:
-                    continue  # not memory gpusafe tracks (a host pointer, a module global)
-                site = site or program_site(2)
-                v = reg.check_range(address, size, name, site)
-                if v is not None:
-                    self.session.host_violation(v)
-                    return (self.E.CUDA_ERROR_INVALID_VALUE,)
-            result = real(*args)
-            if sync:
-                self.launches.drain()
-            return result
-
-        return wrapper
-
-    def sync_wrapper(self, name: str) -> Callable[..., Any]:
-        real = self.fn(name)
-
-        @functools.wraps(real)
-        def wrapper(*args, **kwargs):
-            result = real(*args, **kwargs)
-            self.launches.drain()
             return result
 
         return wrapper
@@ -186,7 +96,7 @@ class Interposer:
 
         for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync"):
             add(name, functools.partial(self.alloc_wrapper, name))
-        add("cuMemAllocPitch", self.cuMemAllocPitch)
+        add("cuMemAllocPitch", functools.partial(self.pitch_wrapper, "cuMemAllocPitch"))
         for name in ("cuMemAllocHost", "cuMemHostAlloc"):
             add(name, functools.partial(self.host_alloc_wrapper, name))
         add("cuMemFreeHost", self.host_free_wrapper)
