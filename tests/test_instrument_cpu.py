@@ -16,16 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pytest
 from corpus import nvrtc_compile
 
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.oracle import Oracle
+from gpusafe.cpu.program import Program
 from instrument import host
 from instrument.checks import instrument
-
-pytest.importorskip("gpusafe.cpu.program")
-from gpusafe.cpu.memory import DeviceMemory  # noqa: E402
-from gpusafe.cpu.oracle import Oracle  # noqa: E402
-from gpusafe.cpu.program import Program  # noqa: E402
 
 # --------------------------------------------------------------------------
 # the harness

@@ -13,12 +13,9 @@ on the order threads run in."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_instrument_cpu import Buf, PtrTable, run_both
-
-pytest.importorskip("gpusafe.cpu.oracle")
 
 N = 64  # elements of a and b
 SH = 32  # shared floats

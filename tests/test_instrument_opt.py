@@ -19,14 +19,12 @@ import pytest
 from corpus import nvrtc_compile, ptxas
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
 
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.oracle import Oracle
+from gpusafe.cpu.program import Program
 from instrument import host, ptx
 from instrument.checks import instrument
 from instrument.runtime import CONTEXT_PARAM
-
-pytest.importorskip("gpusafe.cpu.program")
-from gpusafe.cpu.memory import DeviceMemory  # noqa: E402
-from gpusafe.cpu.oracle import Oracle  # noqa: E402
-from gpusafe.cpu.program import Program  # noqa: E402
 
 VADD = r"""
 extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)
