@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from cuda.bindings import nvrtc
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from corpus import nvrtc_compile  # noqa: E402
 
 from gpusafe.cpu import driver as cuda  # noqa: E402
 
@@ -87,22 +89,6 @@ def check(result):
     if not values:
         return None
     return values[0] if len(values) == 1 else tuple(values)
-
-
-def compile_ptx(source: str, arch: str) -> bytes:
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"bench.cu", 0, [], [])
-    opts = [f"--gpu-architecture={arch}".encode()]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = bytearray(size)
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise RuntimeError(log.decode())
-    _, size = nvrtc.nvrtcGetPTXSize(prog)
-    ptx = bytearray(size)
-    nvrtc.nvrtcGetPTX(prog, ptx)
-    nvrtc.nvrtcDestroyProgram(prog)
-    return bytes(ptx)
 
 
 def best_time(fn: Callable[[], object], min_runs: int = 3, min_seconds: float = 0.2) -> float:
@@ -253,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     major = check(cuda.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
     minor = check(cuda.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
     ctx = check(cuda.cuCtxCreate(None, 0, dev))
-    module = check(cuda.cuModuleLoadData(compile_ptx(KERNELS, f"compute_{major}{minor}")))
+    module = check(cuda.cuModuleLoadData(
+        nvrtc_compile(KERNELS, "bench.cu", f"compute_{major}{minor}").encode()))
     rows = [
         bench_vector_add(module, sizes["vec"]),
         bench_matmul(module, sizes["mat"]),
