@@ -31,14 +31,12 @@ from instrument.parser import ParseError
 from instrument.sites import KernelInfo, SiteTable
 
 from . import __version__
-from .cpu import driver_args as args
+from .cudaapi import args, images
 from .registry import State, program_site
 from .report import SourceLocation
 from .session import allocation_info
 
 VIOLATION_CAPACITY = 4096
-_ELF = b"\x7fELF"
-_FATBIN = (0xBA55ED50).to_bytes(4, "little")
 
 
 def cache_dir() -> Path:
@@ -82,9 +80,9 @@ def image_text(image: Any) -> str | None:
             data = bytes(memoryview(image).cast("B"))
         except TypeError:
             return None
-    if data[:4] in (_ELF, _FATBIN):
+    if images.image_kind(data) is not images.ImageKind.PTX:
         return None
-    return data.split(b"\0", 1)[0].decode("utf-8", errors="strict")
+    return images.ptx_text(data)
 
 
 @dataclass

@@ -1320,14 +1320,7 @@ def _prologue_position(body: list[Statement]) -> int:
 
 
 def _param_offsets(params: list[Param]) -> list[int]:
-    out = []
-    cur = 0
-    for p in params:
-        a = max(p.alignment, 1)
-        cur = (cur + a - 1) // a * a
-        out.append(cur)
-        cur += p.size
-    return out
+    return [slot.offset for slot in query.param_layout(params)[0]]
 
 
 # --------------------------------------------------------------------------

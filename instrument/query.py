@@ -36,6 +36,32 @@ _ACCESS_KIND = {
 }
 
 @dataclass(frozen=True)
+class ParamSlot:
+    """A kernel or function parameter: where it lives in the parameter buffer."""
+
+    name: str
+    offset: int
+    size: int
+    align: int
+    type: str
+
+
+def param_layout(params: list[Param]) -> tuple[list[ParamSlot], int]:
+    """Offsets of kernel or function parameters and the total size: the CUDA
+    ABI, each parameter aligned to its own alignment.  The instrumenter (where
+    the hidden parameter goes), the CPU device (where each argument lands) and
+    the launch pipeline (where pointer roots are read) all ask this."""
+    out = []
+    offset = 0
+    for p in params:
+        align = max(p.alignment, 1)
+        offset = (offset + align - 1) // align * align
+        out.append(ParamSlot(p.name, offset, p.size, align, p.type.lstrip(".")))
+        offset += p.size
+    return out, offset
+
+
+@dataclass(frozen=True)
 class SourceLocation:
     """Where the user should look: a CUDA source line from ``.loc``/``.file``."""
 

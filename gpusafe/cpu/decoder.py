@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from instrument import nodes
+from instrument.query import ParamSlot, param_layout
 
 from .errors import UnsupportedInstruction
 from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
@@ -88,32 +89,12 @@ class Binding:
     node: Any = None
 
 
-@dataclass
-class ParamLayout:
-    """A kernel parameter: where it lives in the parameter buffer."""
-
-    name: str
-    offset: int
-    size: int
-    align: int
-    type: str
+ParamLayout = ParamSlot
+"""A kernel parameter's place in the parameter buffer (``instrument.query``)."""
 
 
 def align_up(value: int, align: int) -> int:
     return (value + align - 1) // align * align
-
-
-def param_layout(params: list[nodes.Param]) -> tuple[list[ParamLayout], int]:
-    """Offsets of kernel or function parameters (the CUDA ABI: each aligned to
-    its own alignment) and the total size."""
-    out = []
-    offset = 0
-    for p in params:
-        align = p.alignment
-        offset = align_up(offset, align)
-        out.append(ParamLayout(p.name, offset, p.size, align, p.type.lstrip(".")))
-        offset += p.size
-    return out, offset
 
 
 @dataclass

@@ -77,7 +77,8 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as _real
 
-from . import driver_args as _args
+from ..cudaapi import args as _args
+from ..cudaapi import images as _images
 from . import driver_profile as _profile
 from .bindings import reexport
 
@@ -1136,8 +1137,6 @@ def cuMemsetD32Async(dstDevice, ui, N, hStream):
 
 _VERSION_RE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.M)
 _TARGET_RE = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
-_ELF_MAGIC = b"\x7fELF"
-_FATBIN_MAGICS = (b"\x50\xed\x55\xba", b"\xb1\x43\x62\x46")
 
 
 def _image_text(image) -> str:
@@ -1152,11 +1151,12 @@ def _image_text(image) -> str:
         nul = raw.find(b"\0")
         if nul >= 0:
             raw = raw[:nul]
-    if raw.startswith(_ELF_MAGIC):
+    kind = _images.image_kind(raw)
+    if kind is _images.ImageKind.CUBIN:
         raise _Fail(_E.CUDA_ERROR_NOT_SUPPORTED,
                     "the module image is an ELF cubin; the CPU device runs PTX only "
                     "(compile with --gpu-architecture=compute_XX and load the PTX)")
-    if raw[:4] in _FATBIN_MAGICS:
+    if kind is _images.ImageKind.FATBIN:
         raise _Fail(_E.CUDA_ERROR_NOT_SUPPORTED,
                     "the module image is a fatbin; the CPU device runs PTX only")
     return raw.decode("utf-8", errors="replace")

@@ -62,8 +62,8 @@ from typing import Any
 
 from cuda.bindings import runtime as _real
 
+from ..cudaapi import args as _args
 from . import driver as _drv
-from . import driver_args as _args
 from . import driver_profile as _profile
 from .bindings import reexport
 
