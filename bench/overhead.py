@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from gpusafe.engine.launches import LaunchPipeline  # noqa: E402
 from instrument import host  # noqa: E402
 from instrument.checks import instrument  # noqa: E402
 
@@ -186,8 +187,10 @@ def run(bench: Bench) -> tuple[int, int, dict]:
         if checked:
             prog = Program(result.ptx, mem)
             allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
-            launcher = host.Launcher(mem, result.sites)
-            params, vaddr = launcher.prepare(bench.kernel, params, allocs, bench.shared)
+            pipeline = LaunchPipeline(mem)
+            launch = pipeline.prepare(result.sites, bench.kernel, params, allocs,
+                                      dynamic_shared=bench.shared)
+            params = launch.params
         else:
             prog = Program(text, mem)
         r = prog.launch(bench.kernel, bench.grid, bench.block, bench.shared, params)
@@ -195,7 +198,7 @@ def run(bench: Bench) -> tuple[int, int, dict]:
         outs.append([mem.read(b, a.nbytes) for a, b in zip(bench.args, addrs, strict=True)
                      if isinstance(a, np.ndarray)])
         if checked:
-            found, dropped = launcher.violations(vaddr)
+            found, dropped = pipeline.collect(launch)
             if found or dropped:
                 raise SystemExit(f"{bench.name}: the instrumented run reported {found[:3]}")
     if outs[0] != outs[1]:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .launcher import LaunchError, child_environment, choose_device, classify, run_program
-from .registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
+from .engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
+from .process.session import RunOptions
+from .process.start import LaunchError, child_environment, choose_device, classify, run_program
 from .report import Report, ReportBuilder
-from .session import RunOptions
 
 EXIT_TOOL_ERROR = 2
 

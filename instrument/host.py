@@ -15,9 +15,8 @@ around one launch of an instrumented kernel:
 5. after the launch, :func:`decode_violations` turns the buffer back into
    :class:`DeviceViolation` records (kinds, sites, threads).
 
-:class:`Launcher` does all five on any memory object with ``alloc(size)``,
-``write(address, data)``, ``read(address, size)`` and ``free(address)``
-(``gpusafe.cpu.memory.DeviceMemory`` has them), given the allocations.
+The launch pipeline (``gpusafe/engine/launches.py``) does all five, for
+``gpusafe run`` and for the tests alike.
 """
 
 from __future__ import annotations
@@ -194,49 +193,3 @@ def decode_violations(data: bytes, sites: SiteTable) -> tuple[list[DeviceViolati
             block=tuple(r["block"]),  # type: ignore[arg-type]
         ))
     return out, int(head["dropped"])  # type: ignore[arg-type]
-
-
-class Launcher:
-    """Sets up and reads back the device-side records of instrumented launches
-    on a memory object (``alloc``/``write``/``read``/``free``)."""
-
-    def __init__(self, memory, sites: SiteTable, *, capacity: int = 4096) -> None:
-        self.memory = memory
-        self.sites = sites
-        self.capacity = capacity
-        self._own: list[int] = []
-
-    def prepare(self, kernel: str, params: bytes, allocations: Sequence[AllocationRecord],
-                dynamic_shared: int = 0) -> tuple[bytes, int]:
-        """(parameter buffer for the instrumented kernel, violation buffer address)."""
-        info = self.sites.kernels[kernel]
-        mem = self.memory
-        table = allocation_table(allocations)
-        table_addr = mem.alloc(max(len(table), 8))
-        if table:
-            mem.write(table_addr, table)
-        vbuf = violation_buffer(self.capacity)
-        vaddr = mem.alloc(len(vbuf))
-        mem.write(vaddr, vbuf)
-        ctx = context_bytes(info, params, allocations, violations=vaddr, table=table_addr,
-                            table_len=len(table) // layout.ALLOCATION_ENTRY.size,
-                            dynamic_shared=dynamic_shared)
-        caddr = mem.alloc(len(ctx))
-        mem.write(caddr, ctx)
-        self._own += [table_addr, vaddr, caddr]
-        limits = slot_limits(info, params, allocations)
-        return kernel_params(info, params, caddr, limits=limits), vaddr
-
-    def violations(self, vaddr: int) -> tuple[list[DeviceViolation], int]:
-        data = self.memory.read(vaddr, layout.violation_buffer_size(self.capacity))
-        return decode_violations(data, self.sites)
-
-    @property
-    def own_addresses(self) -> list[int]:
-        """Addresses of what the launcher allocated (to leave out of tables)."""
-        return list(self._own)
-
-    def release(self) -> None:
-        for a in self._own:
-            self.memory.free(a)
-        self._own.clear()

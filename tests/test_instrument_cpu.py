@@ -21,6 +21,7 @@ from corpus import nvrtc_compile
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
+from gpusafe.engine.launches import LaunchPipeline
 from instrument import host
 from instrument.checks import instrument
 
@@ -128,11 +129,11 @@ def run_both(source: str | None, kernel: str, grid, block, args: list, *, shared
     prog2 = Program(result.ptx, mem2)
     allocations = [host.AllocationRecord(a.tag, a.base, a.size, a.live)
                    for a in mem2.allocations]
-    launcher = host.Launcher(mem2, result.sites)
-    params, vaddr = launcher.prepare(kernel, _pack(list(info.params), args, addrs2),
-                                     allocations, dynamic_shared=shared)
-    r2 = prog2.launch(kernel, grid, block, shared, params)
-    device, dropped = launcher.violations(vaddr)
+    pipeline = LaunchPipeline(mem2)
+    launch = pipeline.prepare(result.sites, kernel, _pack(list(info.params), args, addrs2),
+                              allocations, dynamic_shared=shared)
+    r2 = prog2.launch(kernel, grid, block, shared, launch.params)
+    device, dropped = pipeline.collect(launch)
 
     def outputs(mem, addrs):
         out = []

@@ -22,6 +22,7 @@ from test_instrument_cpu import Buf, assert_same, kinds, run_both
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
+from gpusafe.engine.launches import LaunchPipeline
 from instrument import host, ptx
 from instrument.checks import instrument
 from instrument.runtime import CONTEXT_PARAM
@@ -152,10 +153,10 @@ def _launch(r_ptx, sites, kernel, n, i, checked):
     if checked:
         info = sites.kernels[kernel]
         allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
-        launcher = host.Launcher(mem, sites)
-        params, vaddr = launcher.prepare(kernel, params[:info.context_param_offset], allocs)
-        Program(r_ptx, mem).launch(kernel, (1, 1, 1), (4, 1, 1), 0, params)
-        found, _ = launcher.violations(vaddr)
+        pipeline = LaunchPipeline(mem)
+        launch = pipeline.prepare(sites, kernel, params[:info.context_param_offset], allocs)
+        Program(r_ptx, mem).launch(kernel, (1, 1, 1), (4, 1, 1), 0, launch.params)
+        found, _ = pipeline.collect(launch)
     else:
         Program(r_ptx, mem).launch(kernel, (1, 1, 1), (4, 1, 1), 0, params[:12],
                                    observers=[oracle])

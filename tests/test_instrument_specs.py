@@ -17,6 +17,7 @@ from kernels.specs import SPECS, Buffer, KernelSpec, Scalar, Struct
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
+from gpusafe.engine.launches import LaunchPipeline
 from instrument import host
 from instrument.checks import instrument
 
@@ -72,10 +73,11 @@ def run(spec: KernelSpec, text: str, shrink: str | None):
         if checked:
             prog = Program(result.ptx, mem)
             allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
-            launcher = host.Launcher(mem, result.sites)
-            params, vaddr = launcher.prepare(spec.kernel, params, allocs, spec.shared_bytes)
-            prog.launch(spec.kernel, spec.grid, spec.block, spec.shared_bytes, params)
-            records, dropped = launcher.violations(vaddr)
+            pipeline = LaunchPipeline(mem)
+            launch = pipeline.prepare(result.sites, spec.kernel, params, allocs,
+                                      dynamic_shared=spec.shared_bytes)
+            prog.launch(spec.kernel, spec.grid, spec.block, spec.shared_bytes, launch.params)
+            records, dropped = pipeline.collect(launch)
             assert dropped == 0
             found.append(sorted((str(v.kind), v.site.ptx_line, v.address, v.thread, v.block)
                                 for v in records))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpusafe.registry import Registry, State, program_site
+from gpusafe.engine.callsite import program_site
+from gpusafe.engine.registry import Registry, State
 from instrument.kinds import ViolationKind
 
 BASE = 0x7F00_0000_0000

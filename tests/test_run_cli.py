@@ -226,8 +226,8 @@ def test_bad_kernel_filter_is_a_tool_error(tmp_path: Path) -> None:
 
 def test_allocation_table_is_uploaded_again_only_after_a_change(tmp_path: Path) -> None:
     body = """\
-    from gpusafe.interposer import _ACTIVE
-    launches = _ACTIVE.launches
+    from gpusafe.process.session import current
+    launches = current().engine.pipeline
     before = launches.table_uploads
     for _ in range(3):
         check(driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0))

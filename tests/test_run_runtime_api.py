@@ -17,6 +17,10 @@ from test_run_cli import KERNEL, ROOT, gpusafe_run, line_of
 
 from gpusafe.cpu import driver
 from gpusafe.cpu import runtime as rt
+from gpusafe.doors.python_runtime import RuntimeDoor
+from gpusafe.engine.checking import Engine, Policy
+from gpusafe.engine.findings import Findings
+from gpusafe.report import ReportBuilder
 
 PROLOGUE = """\
 import sys
@@ -409,9 +413,28 @@ class FakeRuntime:
                 **{n: plain(n) for n in names}}
 
 
-class FakeLaunches:
-    def __init__(self) -> None:
-        self.drains = 0
+class FakeDriver:
+    """The little of the driver API the engine asks the stand-in runtime's
+    device: there is no current context."""
+
+    CUresult = __import__("cuda.bindings.driver").bindings.driver.CUresult
+
+    def cuCtxGetCurrent(self):
+        return (self.CUresult.CUDA_SUCCESS, 0)
+
+    def cuCtxGetDevice(self):
+        return (self.CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
+
+
+class FakeBackend:
+    name = "cuda"
+    synchronous = False
+    driver = FakeDriver()
+    runtime = None
+
+
+class CountingEngine(Engine):
+    drains = 0
 
     def drain(self) -> None:
         self.drains += 1
@@ -419,13 +442,11 @@ class FakeLaunches:
 
 @pytest.fixture
 def cuda_wrappers():
-    from gpusafe.interposer_runtime import RuntimeInterposer
-    from gpusafe.session import RunOptions, Session
-
-    session = Session(RunOptions(device="cuda", device_name="fake", quarantine=1024), None)
-    fake, launches = FakeRuntime(), FakeLaunches()
-    w = RuntimeInterposer(session, fake.table(), launches, K).wrappers()
-    return session, fake, launches, w
+    findings = Findings(ReportBuilder(["app"], "fake"))
+    engine = CountingEngine(FakeBackend(), findings, Policy(quarantine=1024))
+    fake = FakeRuntime()
+    w = RuntimeDoor(engine, fake.table()).wrappers()
+    return engine, fake, engine, w
 
 
 def test_cuda_wrappers_register_pad_and_judge_frees(cuda_wrappers) -> None:
@@ -440,7 +461,8 @@ def test_cuda_wrappers_register_pad_and_judge_frees(cuda_wrappers) -> None:
     assert w["cudaFree"](p) == (E.cudaErrorInvalidValue,)
     assert w["cudaFree"](p + 8) == (E.cudaErrorInvalidValue,)
     assert [c[0] for c in fake.calls] == ["cudaMalloc"]  # neither bad free was passed on
-    kinds = [v["kind"] for v in session.report.build(exit_code=0).to_dict()["violations"]]
+    kinds = [v["kind"] for v in session.findings.report.build(exit_code=0).to_dict()
+             ["violations"]]
     assert kinds == ["double-free", "invalid-free"]
     ok(w["cudaFree"](0))
     assert fake.calls[-1] == ("cudaFree", 0)  # the documented no-op goes through
@@ -480,7 +502,8 @@ def test_cuda_wrappers_check_copies_by_kind(cuda_wrappers) -> None:
         (E.cudaErrorInvalidValue,)
     ok(w["cudaFree"](p))
     assert w["cudaMemcpy"](host, p, 8, K.cudaMemcpyDeviceToHost) == (E.cudaErrorInvalidValue,)
-    kinds = [v["kind"] for v in session.report.build(exit_code=0).to_dict()["violations"]]
+    kinds = [v["kind"] for v in session.findings.report.build(exit_code=0).to_dict()
+             ["violations"]]
     assert kinds.count("api-out-of-bounds") >= 6 and kinds[-1] == "use-after-free"
     drains = launches.drains
     ok(w["cudaDeviceSynchronize"]())

@@ -37,5 +37,11 @@ def image_kind(data: bytes) -> ImageKind:
 
 def ptx_text(data: bytes) -> str:
     """The PTX of an image, read as the C driver reads it: up to the first NUL.
-    Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
-    return data.split(b"\0", 1)[0].decode("utf-8", errors="strict")
+    Bytes that are not UTF-8 (a stray byte in a comment) survive the round
+    trip through :func:`ptx_bytes` as surrogate escapes."""
+    return data.split(b"\0", 1)[0].decode("utf-8", errors="surrogateescape")
+
+
+def ptx_bytes(text: str) -> bytes:
+    """PTX text as the NUL-terminated image the driver takes."""
+    return text.encode("utf-8", errors="surrogateescape") + b"\0"

@@ -6,14 +6,19 @@ allocation, a quarantine that keeps freed memory out of the driver's hands so
 a stale pointer meets a ``freed`` record instead of someone else's buffer, and
 the host-side verdicts (double free, invalid free, a copy that leaves its
 allocation, a freed pointer passed to a kernel).  It knows nothing of drivers
-or reports: it returns plain results and the interposer acts on them.
+or reports: it returns plain results and the engine acts on them.
+
+Allocations belong to a *context* (the driver's context handle as an int; 0
+where the caller cannot tell).  Destroying a context takes its memory with it
+in the driver: :meth:`Registry.context_destroyed` drops every record of that
+context, quarantined ones included, and returns its live allocations (leaks,
+when the user asked for leak checking).  An address the driver hands out
+again after that is a new allocation.
 """
 
 from __future__ import annotations
 
 import bisect
-import os
-import sys
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
@@ -48,6 +53,7 @@ class Allocation:
     state: State = State.LIVE
     freed_at: str | None = None
     owned: bool = True  # False: memory the program cannot free (a module's global variable)
+    context: int = 0  # the driver context the allocation belongs to
 
     @property
     def end(self) -> int:
@@ -75,36 +81,6 @@ class FreeResult:
     release: list[int] = field(default_factory=list)  # bases the driver may now really free
 
 
-# Frames inside these directories are the tool's or the bindings', never the
-# program's own call site.
-_OWN_DIRS = tuple(
-    os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (__file__, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                     "instrument", "__init__.py"))
-)
-
-
-def _is_foreign(filename: str) -> bool:
-    if filename.startswith(_OWN_DIRS) or filename.startswith("<frozen"):
-        return True
-    parts = filename.replace("\\", "/").split("/")
-    return "cuda" in parts and ("bindings" in parts or "core" in parts)
-
-
-def program_site(skip: int = 1) -> str | None:
-    """``file:line`` of the innermost frame outside gpusafe and the CUDA bindings."""
-    frame = sys._getframe(skip)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith("<"):
-            if not filename.startswith("<frozen"):
-                return f"{filename}:{frame.f_lineno}"
-        elif not _is_foreign(os.path.abspath(filename)):
-            return f"{os.path.relpath(filename)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
-
-
 class Registry:
     """Allocation records by tag and by address."""
 
@@ -128,15 +104,24 @@ class Registry:
         """Bytes to ask the driver for, red zone included."""
         return size + self.padding
 
-    def allocated(self, base: int, size: int, api: str, site: str | None) -> Allocation:
-        """Record an allocation the driver returned at ``base``."""
-        if base in self._at:
-            raise ValueError(f"the driver returned {base:#x}, which is still allocated")
-        return self._insert(base, size, self.reserve_size(size), api, site, owned=True)
+    def allocated(self, base: int, size: int, api: str, site: str | None,
+                  context: int = 0) -> Allocation:
+        """Record an allocation the driver returned at ``base``.
+
+        The driver owns its address space: if it hands out an address the
+        registry still holds (memory released behind gpusafe's back, such as
+        by a library freeing what it allocated through a path gpusafe does not
+        see), the driver is right and the old record is dropped."""
+        stale = self._at.get(base)
+        if stale is not None:
+            self._drop(stale)
+        return self._insert(base, size, self.reserve_size(size), api, site, owned=True,
+                            context=context)
 
     def _insert(self, base: int, size: int, reserved: int, api: str, site: str | None,
-                owned: bool) -> Allocation:
-        alloc = Allocation(self._next_tag, base, size, reserved, api, site, owned=owned)
+                owned: bool, context: int = 0) -> Allocation:
+        alloc = Allocation(self._next_tag, base, size, reserved, api, site, owned=owned,
+                           context=context)
         self._next_tag += 1
         self.by_tag[alloc.tag] = alloc
         self._at[base] = alloc
@@ -144,7 +129,8 @@ class Registry:
         self.version += 1
         return alloc
 
-    def mapped(self, base: int, size: int, api: str, site: str | None) -> Allocation:
+    def mapped(self, base: int, size: int, api: str, site: str | None,
+               context: int = 0) -> Allocation:
         """Memory a kernel may reach that ``cuMemFree`` must not free: a
         module's ``.global`` variable whose address the program took
         (``cuModuleGetGlobal``), pinned host memory (``cuMemAllocHost``).
@@ -152,7 +138,7 @@ class Registry:
         known = self._at.get(base)
         if known is not None:
             return known
-        return self._insert(base, size, size, api, site, owned=False)
+        return self._insert(base, size, size, api, site, owned=False, context=context)
 
     def unmapped(self, bases: list[int]) -> None:
         for base in bases:
@@ -185,14 +171,29 @@ class Registry:
             release.append(old.base)
         return FreeResult(None, release)
 
-    def drain_quarantine(self) -> list[int]:
-        """Everything still quarantined, for a context teardown."""
-        bases = [a.base for a in self._quarantine]
-        for alloc in self._quarantine:
+    def context_destroyed(self, context: int) -> list[Allocation]:
+        """Forget every record of ``context``, whose memory the driver has
+        reclaimed (its quarantine included: nothing is left to free).  Returns
+        the allocations the program had not freed, oldest first."""
+        gone = [a for a in self.by_tag.values() if a.context == context]
+        if not gone:
+            return []
+        self._quarantine = deque(a for a in self._quarantine if a.context != context)
+        self._quarantined_bytes = sum(a.reserved for a in self._quarantine)
+        for alloc in gone:
             self._forget(alloc)
-        self._quarantine.clear()
-        self._quarantined_bytes = 0
-        return bases
+            del self.by_tag[alloc.tag]
+        self.version += 1
+        return [a for a in gone if a.state is State.LIVE and a.owned]
+
+    def _drop(self, alloc: Allocation) -> None:
+        """Forget a record the driver has silently taken back."""
+        self._forget(alloc)
+        del self.by_tag[alloc.tag]
+        if alloc.state is State.FREED and alloc in self._quarantine:
+            self._quarantine.remove(alloc)
+            self._quarantined_bytes -= alloc.reserved
+        self.version += 1
 
     def _forget(self, alloc: Allocation) -> None:
         i = bisect.bisect_left(self._bases, alloc.base)
@@ -252,7 +253,12 @@ class Registry:
 
     def leaks(self) -> list[HostViolation]:
         """One ``leak`` per allocation still live, located at its allocation site."""
-        return [
-            HostViolation(ViolationKind.LEAK, a.base, a.size, a, a.api, a.allocated_at)
-            for a in sorted(self.live(), key=lambda a: a.tag)
-        ]
+        return leak_verdicts(self.live())
+
+
+def leak_verdicts(allocations: list[Allocation]) -> list[HostViolation]:
+    """One ``leak`` per allocation, located at its allocation site, oldest first."""
+    return [
+        HostViolation(ViolationKind.LEAK, a.base, a.size, a, a.api, a.allocated_at)
+        for a in sorted(allocations, key=lambda a: a.tag)
+    ]

@@ -1,7 +1,8 @@
-"""gpusafe inside one checked process: options, registry, findings, hand-off.
+"""gpusafe inside one checked process: options, backend, engine, hand-off.
 
 The bootstrap calls :func:`start` before the program's own code runs.  The
-session installs the interposer, collects what the checks find, and writes
+session opens the backend, builds the engine, installs the Python door,
+collects what the engine finds, and writes
 this process's report into the session directory at every drain point and at
 exit (atomically, so a crash loses at most what happened since the last
 drain).  ``gpusafe run`` merges the reports of every process it started.
@@ -17,8 +18,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .registry import DEFAULT_PADDING, DEFAULT_QUARANTINE, HostViolation, Registry
-from .report import AllocationInfo, ReportBuilder, SourceLocation
+from ..backends import open_backend
+from ..doors.python import install_python_door
+from ..engine.checking import Engine, Policy
+from ..engine.findings import Findings
+from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
+from ..report import ReportBuilder
 
 
 @dataclass(frozen=True)
@@ -41,36 +46,29 @@ class RunOptions:
         return cls(**json.loads(text))
 
 
-def allocation_info(alloc, address: int | None) -> AllocationInfo | None:
-    if alloc is None:
-        return None
-    return AllocationInfo(
-        tag=alloc.tag, base=alloc.base, size=alloc.size,
-        offset=None if address is None else address - alloc.base,
-        allocated_at=alloc.allocated_at, freed_at=alloc.freed_at,
-    )
-
-
 class Session:
     def __init__(self, options: RunOptions, directory: Path | None) -> None:
         self.options = options
         self.directory = directory
-        self.registry = Registry(options.padding, options.quarantine)
         command = list(getattr(sys, "orig_argv", sys.argv))
-        self.report = ReportBuilder(command, options.device_name)
-        self.problems: list[str] = []  # gpusafe's own failures: never a clean pass
+        self.findings = Findings(ReportBuilder(command, options.device_name), self.flush_if_new)
+        self.engine: Engine | None = None
         self._lock = threading.Lock()
         self._finished = False
         self._flushed_state = (0, 0)
 
-    def host_violation(self, v: HostViolation, kernel: str | None = None) -> None:
-        self.report.add_host_violation(
-            v.kind, location=SourceLocation.parse(v.location), address=v.address,
-            size=v.size or None, allocation=allocation_info(v.allocation, v.address),
-            kernel=kernel,
-        )
-        if not self._finished:
-            self.flush_if_new()  # rare, and a crash must not lose it
+    @property
+    def report(self) -> ReportBuilder:
+        return self.findings.report
+
+    def install(self) -> None:
+        """Open the backend and put the Python door in front of it."""
+        backend = open_backend(self.options.device)
+        if self.options.check:
+            o = self.options
+            self.engine = Engine(backend, self.findings,
+                                 Policy(o.padding, o.quarantine, o.leak_check, o.kernel_filter))
+        install_python_door(backend, self.engine)
 
     def flush(self) -> None:
         """Write this process's findings so far where ``gpusafe run`` reads them."""
@@ -82,14 +80,17 @@ class Session:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(text)
             os.replace(tmp, path)
-            if self.problems:
-                (self.directory / f"{os.getpid()}.failed").write_text("\n".join(self.problems))
+            if self.findings.problems:
+                (self.directory / f"{os.getpid()}.failed").write_text(
+                    "\n".join(self.findings.problems))
 
     def flush_if_new(self) -> None:
         """Flush at a drain point when something was found since the last
         flush: a program killed later keeps its findings, and a clean program
         with many launches does not rewrite its report after each one."""
-        state = (self.report.occurrences, len(self.problems))
+        if self._finished:
+            return
+        state = (self.report.occurrences, len(self.findings.problems))
         if state != self._flushed_state:
             self._flushed_state = state
             self.flush()
@@ -97,13 +98,9 @@ class Session:
     def finish(self) -> None:
         if self._finished:
             return
+        if self.engine is not None:
+            self.engine.finish()
         self._finished = True
-        from . import interposer
-
-        interposer.drain_all(self)
-        if self.options.leak_check:
-            for leak in self.registry.leaks():
-                self.host_violation(leak)
         self.flush()
 
 
@@ -116,15 +113,13 @@ def current() -> Session | None:
 
 def start() -> Session:
     """Called by the bootstrap: build the session from the environment and
-    install the interposer."""
+    install the door."""
     global _SESSION
     options = RunOptions.from_json(os.environ.get("GPUSAFE_OPTIONS", "{}"))
     directory = Path(os.environ["GPUSAFE_SESSION"]) if os.environ.get("GPUSAFE_SESSION") else None
     session = Session(options, directory)
     _SESSION = session
-    from . import interposer
-
-    interposer.install(session)
+    session.install()
     session.flush()  # an empty report says "this process started and was checked"
     atexit.register(session.finish)
     return session

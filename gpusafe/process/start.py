@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"
-SOURCE_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 
 _PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?(\.exe)?$")
 

@@ -22,7 +22,7 @@ def _start_gpusafe() -> None:
     if not os.environ.get("GPUSAFE_SESSION"):
         return
     try:
-        from gpusafe.session import start
+        from gpusafe.process.session import start
     except Exception as e:  # the program's Python cannot run gpusafe: say so, loudly
         from pathlib import Path
 

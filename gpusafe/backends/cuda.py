@@ -1,0 +1,27 @@
+"""The real CUDA driver and runtime (cuda-python) as a backend: launches are
+asynchronous, so violation records are read at synchronisation points.
+
+The doors replace the functions of ``cuda.bindings.driver`` and ``.runtime``
+in place, so the backend keeps a snapshot of both modules taken before that:
+what it calls are always the real functions."""
+
+from __future__ import annotations
+
+from types import ModuleType, SimpleNamespace
+
+from cuda.bindings import driver as _driver
+from cuda.bindings import runtime as _runtime
+
+
+def _snapshot(module: ModuleType) -> SimpleNamespace:
+    return SimpleNamespace(**{n: getattr(module, n) for n in dir(module)
+                              if not n.startswith("__")})
+
+
+class CudaBackend:
+    name = "cuda"
+    synchronous = False
+
+    def __init__(self) -> None:
+        self.driver = _snapshot(_driver)
+        self.runtime = _snapshot(_runtime)

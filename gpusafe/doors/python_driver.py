@@ -1,0 +1,210 @@
+"""The Python door for ``cuda.bindings.driver``: driver calls in, engine
+questions and events out.
+
+Like AddressSanitizer's interceptors, the wrappers hold no policy: they
+translate a call into questions to the engine (is this free, this copy good?
+what should the driver load for this image? with what arguments does this
+launch run?), act on the answer, and call the backend's function.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ..engine.callsite import program_site
+from ..engine.checking import Engine
+from .wrappers import ApiWrappers, Ranges
+
+
+def _name(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class DriverDoor(ApiWrappers):
+    """The wrapped functions of ``cuda.bindings.driver``."""
+
+    def __init__(self, engine: Engine, real: dict[str, Any]) -> None:
+        E = engine.E
+        super().__init__(engine, real, E.CUDA_SUCCESS, E.CUDA_ERROR_INVALID_VALUE)
+
+    # -- modules ---------------------------------------------------------------
+
+    def load_wrapper(self, name: str) -> Callable[..., Any]:
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(image, *rest):
+            plan = engine.plan_module(image, program_site())
+            result = real(plan.image, *rest)
+            if result[0] == self.ok:
+                engine.module_loaded(int(result[1]), plan)
+            return result
+
+        return wrapper
+
+    def load_file_wrapper(self) -> Callable[..., Any]:
+        """``cuModuleLoad(fname)``: read the file and load it as data, so a PTX
+        file is instrumented like an in-memory image."""
+        load_data = self.load_wrapper("cuModuleLoadData")
+        real = self.real["cuModuleLoad"]
+
+        def wrapper(fname):
+            try:
+                with open(_name(fname), "rb") as f:
+                    image = f.read()
+            except (OSError, TypeError, UnicodeDecodeError):
+                return real(fname)  # the driver's own error for a bad name
+            return load_data(image + b"\0")
+
+        return wrapper
+
+    def get_function_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuModuleGetFunction"]
+        engine = self.engine
+
+        def wrapper(hmod, name):
+            result = real(hmod, name)
+            if result[0] == self.ok:
+                engine.function_found(int(hmod), _name(name), int(result[1]))
+            return result
+
+        return wrapper
+
+    def get_global_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuModuleGetGlobal"]
+        engine = self.engine
+
+        def wrapper(hmod, name):
+            result = real(hmod, name)
+            if result[0] == self.ok and int(result[2]) > 0:
+                engine.global_taken(int(hmod), int(result[1]), int(result[2]), program_site())
+            return result
+
+        return wrapper
+
+    def unload_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuModuleUnload"]
+        engine = self.engine
+
+        def wrapper(hmod):
+            engine.drain()
+            result = real(hmod)
+            if result[0] == self.ok:
+                engine.module_unloaded(int(hmod))
+            return result
+
+        return wrapper
+
+    # -- launches --------------------------------------------------------------
+
+    def launch_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuLaunchKernel"]
+        engine = self.engine
+
+        def wrapper(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra):
+            return engine.launch(
+                f, shared, kernelParams, extra,
+                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
+                program_site)
+
+        return wrapper
+
+    def launch_ex_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuLaunchKernelEx"]
+        engine = self.engine
+
+        def wrapper(config, f, kernelParams, extra):
+            shared = int(config.sharedMemBytes) if config is not None else 0
+            return engine.launch(f, shared, kernelParams, extra,
+                                 lambda kp, ex: real(config, f, kp, ex),
+                                 program_site)
+
+        return wrapper
+
+    # -- contexts --------------------------------------------------------------
+
+    def ctx_destroy_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuCtxDestroy"]
+        engine = self.engine
+
+        def wrapper(ctx):
+            engine.context_ending()
+            result = real(ctx)
+            if result[0] == self.ok:
+                engine.context_destroyed(int(ctx))
+            return result
+
+        return wrapper
+
+    def primary_ctx_wrapper(self, name: str) -> Callable[..., Any]:
+        """``cuDevicePrimaryCtxRelease``/``Reset(dev)``: the primary context
+        is destroyed by a reset, or by the release of its last reference."""
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(dev):
+            context = engine.primary_context(dev)
+            engine.context_ending()
+            result = real(dev)
+            if result[0] == self.ok and context is not None \
+                    and engine.primary_context(dev) != context:
+                engine.context_destroyed(context)
+            return result
+
+        return wrapper
+
+    # -- the table -------------------------------------------------------------
+
+    def wrappers(self) -> dict[str, Callable[..., Any]]:
+        makers: dict[str, Callable[[], Callable[..., Any]]] = {}
+        for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync"):
+            makers[name] = functools.partial(self.alloc_wrapper, name)
+        makers["cuMemAllocPitch"] = functools.partial(self.pitch_wrapper, "cuMemAllocPitch")
+        for name in ("cuMemAllocHost", "cuMemHostAlloc"):
+            makers[name] = functools.partial(self.mapped_wrapper, name)
+        makers["cuMemFreeHost"] = functools.partial(self.unmapped_wrapper, "cuMemFreeHost")
+        for name in ("cuMemFree", "cuMemFreeAsync"):
+            makers[name] = functools.partial(self.free_wrapper, name)
+        for name, (ranges, sync) in _COPIES.items():
+            makers[name] = functools.partial(self.range_wrapper, name, ranges, sync)
+        for name in ("cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+                     "cuStreamQuery", "cuEventQuery"):
+            makers[name] = functools.partial(self.sync_wrapper, name)
+        for name in ("cuModuleLoadData", "cuModuleLoadDataEx"):
+            makers[name] = functools.partial(self.load_wrapper, name)
+        makers.update({
+            "cuModuleLoad": self.load_file_wrapper,
+            "cuModuleGetFunction": self.get_function_wrapper,
+            "cuModuleGetGlobal": self.get_global_wrapper,
+            "cuModuleUnload": self.unload_wrapper,
+            "cuLaunchKernel": self.launch_wrapper,
+            "cuLaunchKernelEx": self.launch_ex_wrapper,
+            "cuCtxDestroy": self.ctx_destroy_wrapper,
+        })
+        for name in ("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"):
+            makers[name] = functools.partial(self.primary_ctx_wrapper, name)
+        return {name: make() for name, make in makers.items() if name in self.real}
+
+
+def _dst(n_index: int, width: int = 1) -> Ranges:
+    return lambda *a: [(int(a[0]), int(a[n_index]) * width)]
+
+
+_COPIES: dict[str, tuple[Ranges, bool]] = {
+    "cuMemcpyHtoD": (lambda *a: [(int(a[0]), int(a[2]))], True),
+    "cuMemcpyHtoDAsync": (lambda *a: [(int(a[0]), int(a[2]))], False),
+    "cuMemcpyDtoH": (lambda *a: [(int(a[1]), int(a[2]))], True),
+    "cuMemcpyDtoHAsync": (lambda *a: [(int(a[1]), int(a[2]))], False),
+    "cuMemcpyDtoD": (lambda *a: [(int(a[0]), int(a[2])), (int(a[1]), int(a[2]))], True),
+    "cuMemcpyDtoDAsync": (lambda *a: [(int(a[0]), int(a[2])), (int(a[1]), int(a[2]))], False),
+    "cuMemsetD8": (_dst(2, 1), True),
+    "cuMemsetD16": (_dst(2, 2), True),
+    "cuMemsetD32": (_dst(2, 4), True),
+    "cuMemsetD8Async": (_dst(2, 1), False),
+    "cuMemsetD16Async": (_dst(2, 2), False),
+    "cuMemsetD32Async": (_dst(2, 4), False),
+}
+"""Copies and memsets: the device ranges each touches, and whether it
+synchronises (a synchronous copy is a drain point)."""

@@ -1,0 +1,190 @@
+"""The wrapper shapes the driver and runtime doors share.
+
+``cuMemAlloc`` and ``cudaMalloc``, ``cuMemFree`` and ``cudaFree``, the copies
+and memsets of both APIs ask the engine the same questions; only the result
+codes and the argument positions differ.  :class:`ApiWrappers` holds the one
+implementation of each shape; :mod:`.python_driver` and :mod:`.python_runtime`
+give it their API's codes and say which function gets which shape.  Every
+wrapper takes positional arguments: :func:`.binding.bound` puts keyword calls
+into that shape when the table is installed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+from ..engine.callsite import program_site
+from ..engine.checking import Engine
+from .binding import bound
+
+Ranges = Callable[..., list[tuple[int | None, int]]]
+"""``ranges(*args)``: the device ranges ``[(address or None, bytes)]`` a call touches."""
+
+
+def address(value: Any) -> int | None:
+    """A device address argument as an int; None for a host buffer object."""
+    if value is None:
+        return 0
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if hasattr(value, "getPtr"):  # cuda-python handle types: CUdeviceptr, ...
+        return int(value)
+    return None
+
+
+class ApiWrappers:
+    """Wrappers around one API's allocation, free, copy and sync calls."""
+
+    null_free_passes = False
+    """Whether freeing address 0 goes to the backend unjudged (the runtime
+    documents ``cudaFree(0)`` as a no-op)."""
+
+    def __init__(self, engine: Engine, real: dict[str, Any], ok: Any, invalid: Any) -> None:
+        self.engine = engine
+        self.real = real  # name -> backend function
+        self.ok = ok  # the API's success code
+        self.invalid = invalid  # the API's invalid-value code: what a refused call returns
+
+    # -- allocation and free -------------------------------------------------
+
+    def alloc_wrapper(self, name: str) -> Callable[..., Any]:
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(bytesize, *rest):
+            size = int(bytesize)
+            if size == 0:
+                return real(bytesize, *rest)  # the backend's own answer to an empty request
+            result = real(engine.reserve_size(size), *rest)
+            if result[0] == self.ok and result[1]:
+                engine.allocated(name, int(result[1]), size, program_site())
+            return result
+
+        return wrapper
+
+    def pitch_wrapper(self, name: str) -> Callable[..., Any]:
+        """``(width, height, *rest) -> (err, ptr, pitch)``: the red zone goes
+        after the last row, as extra rows."""
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(width, height, *rest):
+            w, h = int(width), int(height)
+            if w * h == 0:
+                return real(width, height, *rest)
+            extra_rows = -(-engine.padding // w) if engine.padding else 0
+            result = real(w, h + extra_rows, *rest)
+            if result[0] == self.ok and result[1]:
+                engine.allocated(name, int(result[1]), int(result[2]) * h, program_site())
+            return result
+
+        return wrapper
+
+    def free_wrapper(self, name: str) -> Callable[..., Any]:
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(pointer, *rest):
+            where = address(pointer)
+            if where is None or (where == 0 and self.null_free_passes):
+                return real(pointer, *rest)
+            verdict = engine.free(name, where, program_site())
+            if verdict.violation is not None:
+                return (self.invalid,)
+            for base in verdict.release:
+                real(base, *rest)
+            return (self.ok,)
+
+        return wrapper
+
+    def mapped_wrapper(self, name: str) -> Callable[..., Any]:
+        """Pinned host memory: with unified addressing a kernel may read it."""
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(bytesize, *rest):
+            result = real(bytesize, *rest)
+            if result[0] == self.ok and int(bytesize) > 0:
+                engine.mapped(name, int(result[1]), int(bytesize), program_site())
+            return result
+
+        return wrapper
+
+    def unmapped_wrapper(self, name: str) -> Callable[..., Any]:
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(p, *rest):
+            result = real(p, *rest)
+            if result[0] == self.ok:
+                engine.unmapped([int(p)])
+            return result
+
+        return wrapper
+
+    # -- copies, memsets and synchronisation ----------------------------------
+
+    def range_wrapper(self, name: str, ranges: Ranges, sync: bool) -> Callable[..., Any]:
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(*args):
+            if not engine.ranges_ok(name, ranges(*args), program_site):
+                return (self.invalid,)
+            result = real(*args)
+            if sync:
+                engine.drain()
+            return result
+
+        return wrapper
+
+    def sync_wrapper(self, name: str) -> Callable[..., Any]:
+        real = self.real[name]
+        engine = self.engine
+
+        def wrapper(*args):
+            result = real(*args)
+            engine.drain()
+            return result
+
+        return wrapper
+
+
+def backend_functions(module: Any, prefix: str, backend_api: Any) -> dict[str, Any]:
+    """name -> the backend's function, for every function of the cuda.bindings
+    ``module`` whose name starts with ``prefix`` (one that says it is not
+    implemented where the backend lacks it)."""
+    out = {}
+    for name in dir(module):
+        value = getattr(module, name)
+        if name.startswith(prefix) and callable(value) and not isinstance(value, type):
+            out[name] = getattr(backend_api, name, None) or unimplemented(name)
+    return out
+
+
+def install(module: Any, real: dict[str, Any], wrappers: dict[str, Callable[..., Any]],
+            installed: dict[str, Any]) -> None:
+    """Replace the functions of ``module`` in place, so every import style sees
+    the replacements: each wrapped one by its wrapper, bound to the real
+    signature, every other one by the backend's function.  The functions
+    replaced go into ``installed``."""
+    for name, fn in real.items():
+        original = getattr(module, name)
+        if name in wrappers:
+            fn = bound(original, wrappers[name])
+        elif fn is original:
+            continue
+        installed.setdefault(name, original)
+        setattr(module, name, fn)
+
+
+def unimplemented(name: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"{name} is not implemented by gpusafe's CPU device; run with a GPU "
+            "(--device cuda) to use it")
+
+    call.__name__ = name
+    return call

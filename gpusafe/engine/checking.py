@@ -1,0 +1,261 @@
+"""The engine: one per checked process, whatever door the program came in by.
+
+A door translates each intercepted call into the questions and events below
+and acts on the answers; the engine holds the policy.  It owns the
+allocation registry (red zones, quarantine, contexts, host verdicts), the
+modules (instrumentation), the launch pipeline and the launches in flight,
+and hands what it finds to :class:`~gpusafe.engine.findings.Findings`.  It
+talks to the device only through the backend's driver API, unwrapped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from instrument import host
+
+from ..cudaapi import args as cuda_args
+from ..cudaapi.params import ParamError, PointerArray, pack
+from .findings import Findings
+from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline
+from .modules import LoadPlan, Modules
+from .registry import (
+    DEFAULT_PADDING,
+    DEFAULT_QUARANTINE,
+    FreeResult,
+    HostViolation,
+    Registry,
+    State,
+    leak_verdicts,
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the user chose on the command line that the engine applies."""
+
+    padding: int = DEFAULT_PADDING
+    quarantine: int = DEFAULT_QUARANTINE
+    leak_check: bool = False
+    kernel_filter: str | None = None
+
+
+class Engine:
+    def __init__(self, backend: Any, findings: Findings, policy: Policy = Policy()) -> None:
+        self.backend = backend
+        self.driver = backend.driver  # the backend's own functions, never the wrapped ones
+        self.E = self.driver.CUresult
+        self.findings = findings
+        self.policy = policy
+        self.registry = Registry(policy.padding, policy.quarantine)
+        self.modules = Modules(policy.kernel_filter)
+        self.pipeline = LaunchPipeline(DriverMemory(self.driver))
+        self._pending: list[Launch] = []
+        self._lock = threading.RLock()
+
+    # -- allocations ---------------------------------------------------------
+
+    def current_context(self) -> int:
+        err, ctx = self.driver.cuCtxGetCurrent()
+        return int(ctx) if err == self.E.CUDA_SUCCESS and ctx is not None else 0
+
+    def reserve_size(self, size: int) -> int:
+        return self.registry.reserve_size(size)
+
+    @property
+    def padding(self) -> int:
+        return self.registry.padding
+
+    def allocated(self, api: str, base: int, size: int, site: str | None) -> None:
+        self.registry.allocated(base, size, api, site, self.current_context())
+
+    def mapped(self, api: str, base: int, size: int, site: str | None) -> None:
+        """Memory a kernel may reach that the program cannot free with
+        ``cuMemFree`` (pinned host memory, a module's global variable)."""
+        self.registry.mapped(base, size, api, site, self.current_context())
+
+    def unmapped(self, bases: list[int]) -> None:
+        self.registry.unmapped(bases)
+
+    def free(self, api: str, address: int, site: str | None) -> FreeResult:
+        """Judge a free; a bad one is reported here, and the caller refuses it."""
+        verdict = self.registry.free(address, api, site)
+        if verdict.violation is not None:
+            self.findings.host_violation(verdict.violation)
+        return verdict
+
+    def ranges_ok(self, api: str, ranges: list[tuple[int | None, int]],
+                  site: Callable[[], str | None]) -> bool:
+        """Whether every device range a copy or memset touches lies inside one
+        live allocation; a bad one is reported.  Ranges in memory gpusafe does
+        not track (host memory, the driver's own) pass."""
+        reg = self.registry
+        for where, size in ranges:
+            if where is None or (reg.find(where) is None and reg.nearest(where) is None):
+                continue
+            v = reg.check_range(where, size, api, site())
+            if v is not None:
+                self.findings.host_violation(v)
+                return False
+        return True
+
+    # -- contexts ------------------------------------------------------------
+
+    def context_ending(self) -> None:
+        """Before a context may go away: finish its launches, drop the table
+        copy that lives in it."""
+        self.drain()
+        self.pipeline.forget_table()
+
+    def context_destroyed(self, context: int) -> None:
+        """The driver destroyed ``context`` and reclaimed its memory."""
+        left = self.registry.context_destroyed(context)
+        if self.policy.leak_check:
+            for leak in leak_verdicts(left):
+                self.findings.host_violation(leak)
+
+    def primary_context(self, device: Any) -> int | None:
+        """The handle of ``device``'s primary context if it is active (asking
+        does not create it)."""
+        d = self.driver
+        try:
+            err, _flags, active = d.cuDevicePrimaryCtxGetState(device)
+            if err != self.E.CUDA_SUCCESS or not active:
+                return None
+            err, ctx = d.cuDevicePrimaryCtxRetain(device)
+            if err != self.E.CUDA_SUCCESS:
+                return None
+            d.cuDevicePrimaryCtxRelease(device)
+            return int(ctx)
+        except (AttributeError, TypeError):
+            return None
+
+    # -- modules -------------------------------------------------------------
+
+    def plan_module(self, image: Any, site: str | None) -> LoadPlan:
+        plan = self.modules.plan(image)
+        if plan.problem is not None:
+            self.findings.problem(f"could not instrument a module loaded at "
+                                  f"{site or 'an unknown site'}: {plan.problem}")
+        return plan
+
+    def module_loaded(self, handle: int, plan: LoadPlan) -> None:
+        self.modules.loaded(handle, plan.info)
+
+    def function_found(self, module: int, name: str, function: int) -> None:
+        self.modules.function_found(module, name, function)
+
+    def global_taken(self, module: int, base: int, size: int, site: str | None) -> None:
+        """A module global whose address the program takes may reach a kernel."""
+        self.mapped("cuModuleGetGlobal", base, size, site)
+        info = self.modules.module(module)
+        if info is not None:
+            info.globals.append(base)
+
+    def module_unloaded(self, module: int) -> None:
+        info = self.modules.unloaded(module)
+        if info is not None:
+            self.registry.unmapped(info.globals)
+
+    # -- launches ------------------------------------------------------------
+
+    def function_name(self, function: Any) -> str:
+        try:
+            err, name = self.driver.cuFuncGetName(function)
+            if err == self.E.CUDA_SUCCESS:
+                return name.decode() if isinstance(name, bytes) else str(name)
+        except (AttributeError, TypeError):
+            pass
+        return f"<function {int(function):#x}>"
+
+    def launch(self, function: Any, shared: int, kernel_params: Any, extra: Any,
+               perform: Callable[[Any, Any], tuple], site: Callable[[], str | None]) -> tuple:
+        """One launch of ``function``: ``perform(kernelParams, extra)`` launches
+        it with what this decides, the program's own arguments for a kernel
+        that runs unchecked, the instrumented kernel's for one that is
+        checked."""
+        entry = self.modules.kernel(int(function))
+        if entry is None:
+            self.findings.report.record_unchecked(
+                self.function_name(function),
+                "loaded through an API gpusafe does not interpose "
+                "(cuLibraryLoadData, cuModuleLoadFatBinary, ...)")
+            return perform(kernel_params, extra)
+        module, name = entry
+        info, why = self.modules.checked_kernel(module, name)
+        if info is None:
+            self.findings.report.record_unchecked(name, why)
+            return perform(kernel_params, extra)
+        try:
+            end = max((offset + size for _, offset, size in info.params), default=0)
+            params = pack(name, info.params, end, cuda_args.convert_kernel_params(kernel_params),
+                          int(extra or 0))
+        except ParamError:
+            return (self.E.CUDA_ERROR_INVALID_VALUE,)
+        self._check_arguments(name, info, params, site)
+        with self._lock:
+            try:
+                launch = self.pipeline.prepare(
+                    module.sites, name, params, self._records(),
+                    table_key=(self.registry.version, self.current_context()),
+                    dynamic_shared=int(shared))
+            except DeviceMemoryError as e:
+                self.findings.problem(str(e))
+                return (self.E.CUDA_ERROR_OUT_OF_MEMORY,)
+            offsets = [offset for _, offset, _ in info.params] + [info.context_param_offset]
+            array = PointerArray(launch.params, offsets)
+            result = perform(array.address, 0)
+            del array
+            if result[0] != self.E.CUDA_SUCCESS:
+                self.pipeline.release(launch)
+                return result
+            self.findings.report.record_launch(name)
+            self._pending.append(launch)
+        if self.backend.synchronous:
+            self.drain()  # the launch has finished already
+        return result
+
+    def _check_arguments(self, kernel: str, info: host.KernelInfo, params: bytes,
+                         site: Callable[[], str | None]) -> None:
+        """A pointer argument into freed memory is a use after free before the
+        kernel runs."""
+        where = None
+        for value in host.root_values(info, params):
+            v = self.registry.check_argument(value, "cuLaunchKernel", None)
+            if v is not None:
+                where = where or site()
+                self.findings.host_violation(
+                    HostViolation(v.kind, v.address, v.size, v.allocation, v.api, where),
+                    kernel=kernel)
+
+    def _records(self) -> list[host.AllocationRecord]:
+        return [host.AllocationRecord(a.tag, a.base, a.size, a.state is State.LIVE)
+                for a in self.registry.table()]
+
+    def drain(self) -> None:
+        """Read back the violation records of every finished launch."""
+        with self._lock:
+            if not self._pending:
+                return
+            if not self.backend.synchronous:
+                self.driver.cuCtxSynchronize()
+            pending, self._pending = self._pending, []
+            for launch in pending:
+                try:
+                    records, dropped = self.pipeline.collect(launch)
+                except DeviceMemoryError as e:
+                    self.findings.problem(f"{launch.kernel}: {e}")
+                    continue
+                self.findings.device_records(launch.kernel, records, dropped, self.registry)
+            self.pipeline.release_retired()
+        self.findings.changed()
+
+    def finish(self) -> None:
+        """At process exit: the last launches, and leaks when asked for."""
+        self.drain()
+        if self.policy.leak_check:
+            for leak in self.registry.leaks():
+                self.findings.host_violation(leak)

@@ -1,0 +1,178 @@
+"""The launch pipeline: everything around one launch of an instrumented kernel.
+
+Before the launch, :meth:`LaunchPipeline.prepare` places in device memory the
+allocation table (uploaded again only when it changed), an empty violation
+buffer and the launch context (each pointer root's bounds and every check
+slot's limit, ``instrument/host.py``), and gives the parameter buffer of the
+instrumented kernel: the program's own parameters and the hidden context
+pointer.  After it, :meth:`LaunchPipeline.collect` reads the violation records
+back and frees what the launch used.
+
+The pipeline works on any device memory with ``alloc``/``write``/``read``/
+``free``: the driver-backed memory of ``gpusafe run`` (:class:`DriverMemory`),
+or a CPU device's memory directly (the differential tests and the overhead
+benchmark).  Both go through this code, so what the tests prove is what users
+run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from instrument import host, layout
+from instrument.host import AllocationRecord, DeviceViolation
+from instrument.sites import SiteTable
+
+VIOLATION_CAPACITY = 4096
+"""Violation records one launch keeps; more are counted as dropped."""
+
+
+class DeviceMemoryPort(Protocol):
+    """Device memory the pipeline can place its records in."""
+
+    def alloc(self, size: int) -> int: ...
+
+    def write(self, address: int, data: bytes) -> None: ...
+
+    def read(self, address: int, size: int) -> bytes: ...
+
+    def free(self, address: int) -> None: ...
+
+
+class DeviceMemoryError(MemoryError):
+    """gpusafe could not place or read its own records in device memory."""
+
+
+class DriverMemory:
+    """Device memory through a driver API (``cuMemAlloc`` & co.), for the
+    records of ``gpusafe run``: never in the program's allocation table."""
+
+    def __init__(self, driver: Any) -> None:
+        self._driver = driver
+        self._ok = driver.CUresult.CUDA_SUCCESS
+
+    def alloc(self, size: int) -> int:
+        err, ptr = self._driver.cuMemAlloc(max(size, 8))
+        if err != self._ok:
+            raise DeviceMemoryError(f"gpusafe could not allocate {size} bytes of device memory "
+                                    f"for its records: {err}")
+        return int(ptr)
+
+    def write(self, address: int, data: bytes) -> None:
+        (err,) = self._driver.cuMemcpyHtoD(address, data, len(data))
+        if err != self._ok:
+            raise DeviceMemoryError(f"gpusafe could not write its launch records: {err}")
+
+    def read(self, address: int, size: int) -> bytes:
+        data = bytearray(size)
+        (err,) = self._driver.cuMemcpyDtoH(data, address, size)
+        if err != self._ok:
+            raise DeviceMemoryError(f"could not read the violation records: {err}")
+        return bytes(data)
+
+    def free(self, address: int) -> None:
+        self._driver.cuMemFree(address)
+
+
+@dataclass
+class Launch:
+    """One prepared launch of an instrumented kernel."""
+
+    kernel: str
+    sites: SiteTable
+    params: bytes  # the instrumented kernel's parameter buffer, hidden parameter included
+    violations: int  # address of its violation buffer
+    buffers: list[int] = field(default_factory=list)  # what collect() frees
+
+
+@dataclass
+class _Table:
+    key: Hashable
+    address: int
+    records: list[AllocationRecord]
+
+
+class LaunchPipeline:
+    """Prepares launches and reads their violation records back."""
+
+    def __init__(self, memory: DeviceMemoryPort, capacity: int = VIOLATION_CAPACITY) -> None:
+        self.memory = memory
+        self.capacity = capacity
+        self._table: _Table | None = None
+        self._retired: list[int] = []  # replaced table copies a launch in flight may read
+        self.table_uploads = 0
+
+    def _upload(self, data: bytes) -> int:
+        address = self.memory.alloc(max(len(data), 8))
+        if data:
+            self.memory.write(address, data)
+        return address
+
+    def _table_for(self, records: Sequence[AllocationRecord], key: Hashable | None,
+                   launch: Launch) -> tuple[int, list[AllocationRecord]]:
+        """The device copy of the allocation table.  With a ``key``, a copy
+        uploaded under the same key is reused; without one the copy belongs to
+        this launch alone."""
+        if key is not None and self._table is not None and self._table.key == key:
+            return self._table.address, self._table.records
+        ordered = sorted(records, key=lambda a: a.base)
+        address = self._upload(host.allocation_table(ordered))
+        self.table_uploads += 1
+        if key is None:
+            launch.buffers.append(address)
+        else:
+            if self._table is not None:
+                self._retired.append(self._table.address)
+            self._table = _Table(key, address, ordered)
+        return address, ordered
+
+    def prepare(self, sites: SiteTable, kernel: str, params: bytes,
+                records: Sequence[AllocationRecord], *, table_key: Hashable | None = None,
+                dynamic_shared: int = 0) -> Launch:
+        """Place one launch's records; ``params`` is the program's packed
+        parameter buffer.  On failure nothing stays allocated."""
+        info = sites.kernels[kernel]
+        launch = Launch(kernel, sites, b"", 0)
+        try:
+            table, ordered = self._table_for(records, table_key, launch)
+            launch.violations = self._upload(host.violation_buffer(self.capacity))
+            launch.buffers.append(launch.violations)
+            context = host.context_bytes(info, params, ordered, violations=launch.violations,
+                                         table=table, table_len=len(ordered),
+                                         dynamic_shared=dynamic_shared)
+            context_address = self._upload(context)
+            launch.buffers.append(context_address)
+        except BaseException:
+            self.release(launch)
+            raise
+        launch.params = host.kernel_params(info, params, context_address)
+        return launch
+
+    def collect(self, launch: Launch) -> tuple[list[DeviceViolation], int]:
+        """The launch's violation records and how many were dropped; frees
+        the launch's buffers (also when reading them fails)."""
+        try:
+            data = self.memory.read(launch.violations,
+                                    layout.violation_buffer_size(self.capacity))
+        finally:
+            self.release(launch)
+        return host.decode_violations(data, launch.sites)
+
+    def release(self, launch: Launch) -> None:
+        """Free a launch's buffers without reading them (a launch that failed)."""
+        for address in launch.buffers:
+            self.memory.free(address)
+        launch.buffers.clear()
+
+    def release_retired(self) -> None:
+        """Free replaced table copies: call when no launch is in flight."""
+        for address in self._retired:
+            self.memory.free(address)
+        self._retired.clear()
+
+    def forget_table(self) -> None:
+        """The context holding the table copy is going away with its memory."""
+        self._table = None
+        self._retired.clear()
