@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test check lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m pytest -q
+
+# The fast loop: every unit test, leaving out the corpus, subprocess and
+# property tests that tests/conftest.py marks slow.
+check: $(VENV)/.installed-test
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/parse_speed.py

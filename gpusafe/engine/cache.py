@@ -34,15 +34,20 @@ def cache_dir() -> Path:
     return Path(base) / "gpusafe" / "ptx"
 
 
+def fingerprint(package: Path, runtime_ptx: str) -> str:
+    """A hash of the instrumenter's source files under ``package`` and of the
+    device runtime PTX it links into every module."""
+    h = hashlib.sha256(f"{_SCHEMA}\0{__version__}\0".encode())
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(runtime_ptx.encode())
+    return h.hexdigest()
+
+
 @functools.cache
 def instrumenter_fingerprint() -> str:
-    """A hash of the instrumenter's source files and the device runtime PTX."""
-    h = hashlib.sha256(f"{_SCHEMA}\0{__version__}\0".encode())
-    root = Path(_instrument_package.__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    h.update(runtime_text().encode())
-    return h.hexdigest()
+    """The fingerprint of the instrumenter this process runs."""
+    return fingerprint(Path(_instrument_package.__file__).resolve().parent, runtime_text())
 
 
 def entry_key(text: str, kernel_filter: str | None) -> str:

@@ -1,0 +1,273 @@
+"""The engine and the Python door, in process, against stand-in drivers:
+keyword calls, context teardown, the cache."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from cuda.bindings import driver as cuda_driver
+from cuda.bindings import runtime as cuda_runtime
+
+from gpusafe.doors.python_driver import DriverDoor
+from gpusafe.doors.python_runtime import RuntimeDoor
+from gpusafe.doors.wrappers import install
+from gpusafe.engine import cache
+from gpusafe.engine.checking import Engine, Policy
+from gpusafe.engine.findings import Findings
+from gpusafe.engine.registry import State
+from gpusafe.report import ReportBuilder
+from instrument.sites import SiteTable
+
+OK = cuda_driver.CUresult.CUDA_SUCCESS
+BASE = 0x7F00_0000_0000
+
+
+class StandInDriver:
+    """A driver that records what reaches it.  Addresses come from a counter
+    that a context's destruction rewinds, as a real driver may hand a
+    destroyed context's addresses out again."""
+
+    CUresult = cuda_driver.CUresult
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.context = 1
+        self.next = BASE
+
+    def __getattr__(self, name: str):
+        if not name.startswith(("cu", "cuda")):
+            raise AttributeError(name)
+
+        def call(*args):
+            self.calls.append((name, *args))
+            address = self.next
+            self.next += 0x1_0000
+            return (OK, address, 512)
+
+        return call
+
+    def cuCtxGetCurrent(self):
+        return (OK, self.context)
+
+    def cuCtxDestroy(self, ctx):
+        self.calls.append(("cuCtxDestroy", ctx))
+        self.next = BASE
+        self.context += 1
+        return (OK,)
+
+    def cuCtxGetDevice(self):
+        return (OK, 0)
+
+    def cuDevicePrimaryCtxGetState(self, dev):
+        return (OK, 0, 0)
+
+    def cuFuncGetName(self, f):
+        return (OK, b"kernel")
+
+
+def make_engine(**policy) -> tuple[Engine, StandInDriver]:
+    driver = StandInDriver()
+    backend = SimpleNamespace(name="cuda", synchronous=False, driver=driver, runtime=driver)
+    return Engine(backend, Findings(ReportBuilder(["app"], "stand-in")), Policy(**policy)), driver
+
+
+def kinds(engine: Engine) -> list[str]:
+    return [v["kind"] for v in engine.findings.report.build(exit_code=0).to_dict()["violations"]]
+
+
+# -- keyword arguments ----------------------------------------------------------
+
+
+SPECIAL = {
+    "image": b"\x7fELF not PTX",
+    "config": SimpleNamespace(sharedMemBytes=0),
+    "kernelParams": None,
+    "extra": None,
+    "fname": "/nonexistent/module.ptx",
+    "name": b"kernel",
+    "kind": cuda_runtime.cudaMemcpyKind.cudaMemcpyHostToDevice,
+}
+
+
+def _arguments(original) -> dict[str, object]:
+    names = list(inspect.signature(original).parameters)
+    return {n: SPECIAL.get(n, 0x100 + 8 * i) for i, n in enumerate(names)}
+
+
+def _wrapped(door_class, module) -> list[tuple[str, object]]:
+    engine, driver = make_engine()
+    names = door_class(engine, _Recorder(driver)).wrappers()
+    return [(n, getattr(module, n)) for n in sorted(names)]
+
+
+class _Recorder(dict):
+    """The door's table of real functions: any name, served by the stand-in."""
+
+    def __init__(self, driver: StandInDriver) -> None:
+        super().__init__()
+        self.driver = driver
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __getitem__(self, name: str):
+        return getattr(self.driver, name)
+
+
+@pytest.mark.parametrize(("door_class", "module"), [(DriverDoor, cuda_driver),
+                                                    (RuntimeDoor, cuda_runtime)])
+def test_every_wrapped_function_takes_keywords_as_the_real_one_does(door_class, module) -> None:
+    checked = 0
+    for name, original in _wrapped(door_class, module):
+        arguments = _arguments(original)
+        outcomes = []
+        for by_keyword in (False, True):
+            engine, driver = make_engine()
+            wrappers = door_class(engine, _Recorder(driver)).wrappers()
+            target = SimpleNamespace(**{name: original})
+            install(target, {name: driver.__getattr__(name)}, {name: wrappers[name]}, {})
+            fn = target.__dict__[name]
+            result = fn(**arguments) if by_keyword else fn(*arguments.values())
+            outcomes.append((result, driver.calls, kinds(engine)))
+        assert outcomes[0] == outcomes[1], name
+        with pytest.raises(TypeError):
+            fn(nonsense=1)
+        checked += 1
+    assert checked >= 20 if module is cuda_driver else checked >= 15
+
+
+def test_a_keyword_copy_is_judged_like_a_positional_one() -> None:
+    engine, driver = make_engine()
+    door = DriverDoor(engine, _Recorder(driver))
+    target = SimpleNamespace(cuMemAlloc=cuda_driver.cuMemAlloc,
+                             cuMemcpyHtoD=cuda_driver.cuMemcpyHtoD)
+    install(target, {n: getattr(driver, n) for n in ("cuMemAlloc", "cuMemcpyHtoD")},
+            door.wrappers(), {})
+    _, p, _ = target.cuMemAlloc(bytesize=100)
+    assert target.cuMemcpyHtoD(dstDevice=p, srcHost=b"x" * 100, ByteCount=100)[0] == OK
+    assert target.cuMemcpyHtoD(dstDevice=p, srcHost=b"x" * 101, ByteCount=101) == \
+        (cuda_driver.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    assert kinds(engine) == ["api-out-of-bounds"]
+
+
+# -- contexts -------------------------------------------------------------------
+
+
+def _door(engine: Engine, driver: StandInDriver) -> dict:
+    return DriverDoor(engine, _Recorder(driver)).wrappers()
+
+
+def test_destroying_a_context_reports_its_live_allocations_as_leaks() -> None:
+    engine, driver = make_engine(leak_check=True)
+    w = _door(engine, driver)
+    _, kept, _ = w["cuMemAlloc"](64)
+    _, freed, _ = w["cuMemAlloc"](32)
+    assert w["cuMemFree"](freed) == (OK,)
+    assert w["cuCtxDestroy"](driver.context) == (OK,)
+    report = engine.findings.report.build(exit_code=0).to_dict()
+    assert [(v["kind"], v["allocation"]["base"]) for v in report["violations"]] == \
+        [("leak", hex(kept))]
+
+
+def test_without_leak_check_a_destroyed_context_reports_nothing() -> None:
+    engine, driver = make_engine()
+    w = _door(engine, driver)
+    w["cuMemAlloc"](64)
+    w["cuCtxDestroy"](driver.context)
+    assert kinds(engine) == []
+    assert engine.registry.live() == []
+
+
+def test_an_address_reused_after_context_destruction_is_a_new_allocation() -> None:
+    engine, driver = make_engine()
+    w = _door(engine, driver)
+    _, first, _ = w["cuMemAlloc"](64)
+    old = engine.registry.find(first)
+    w["cuCtxDestroy"](driver.context)
+    _, again, _ = w["cuMemAlloc"](128)
+    assert again == first
+    new = engine.registry.find(again)
+    assert new is not old and new.size == 128 and new.tag > old.tag
+    assert w["cuMemFree"](again) == (OK,)
+    assert kinds(engine) == []
+
+
+def test_context_destruction_drops_its_quarantine_without_freeing_it() -> None:
+    engine, driver = make_engine()
+    w = _door(engine, driver)
+    _, p, _ = w["cuMemAlloc"](64)
+    w["cuMemFree"](p)
+    assert engine.registry.find(p).state is State.FREED  # quarantined
+    w["cuCtxDestroy"](driver.context)
+    assert engine.registry.find(p) is None
+    assert engine.registry._quarantined_bytes == 0
+    assert not any(c[0] == "cuMemFree" for c in driver.calls)  # the driver took it back
+
+
+def test_an_address_the_driver_reclaimed_behind_our_back_does_not_fail_the_program() -> None:
+    engine, driver = make_engine()
+    w = _door(engine, driver)
+    _, p, _ = w["cuMemAlloc"](64)
+    driver.next = p  # the driver hands the same address out again
+    assert w["cuMemAlloc"](64)[0] == OK
+    assert engine.registry.find(p).tag == 2
+
+
+# -- the cache ------------------------------------------------------------------
+
+PTX = """\
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry k(.param .u64 p)
+{
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], 1;
+    ret;
+}
+"""
+
+
+def test_a_change_to_the_instrumenter_or_the_runtime_misses_the_cache(tmp_path: Path) -> None:
+    package = tmp_path / "instrument"
+    shutil.copytree(Path(cache._instrument_package.__file__).parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    runtime = cache.runtime_text()
+    before = cache.fingerprint(package, runtime)
+    assert cache.fingerprint(package, runtime) == before
+    pass_file = next(p for p in sorted(package.rglob("*.py")) if "check" in p.name)
+    pass_file.write_text(pass_file.read_text() + "\n# a change to the pass\n")
+    changed_pass = cache.fingerprint(package, runtime)
+    assert changed_pass != before
+    assert cache.fingerprint(package, runtime + "\n// new runtime\n") != changed_pass
+
+
+def test_the_cache_key_covers_the_fingerprint(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    key = cache.entry_key(PTX, None)
+    cache.store(key, "instrumented", SiteTable())
+    assert cache.load(key) is not None
+    monkeypatch.setattr(cache, "instrumenter_fingerprint", lambda: "another instrumenter")
+    assert cache.entry_key(PTX, None) != key
+    assert cache.load(cache.entry_key(PTX, None)) is None
+
+
+def test_a_tampered_or_truncated_cache_entry_is_a_miss(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    key = cache.entry_key(PTX, None)
+    cache.store(key, "instrumented", SiteTable())
+    path = cache.cache_dir() / f"{key}.json"
+    text = path.read_text()
+    path.write_text(text.replace("instrumented", "tampered!!!!"))
+    assert cache.load(key) is None
+    path.write_text(text[: len(text) // 2])
+    assert cache.load(key) is None
+    path.write_text(text)
+    assert cache.load(key) is not None
