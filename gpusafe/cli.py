@@ -1,92 +1,74 @@
-"""The ``gpusafe`` command line.
+"""The ``gpusafe`` command line: the parser, built from :mod:`gpusafe.commands`.
 
-Every subcommand reports a failure of its own input (a file it cannot read,
-PTX it cannot parse) as one line naming the input, line and column, and exits
-with status 2: never a traceback, and never mistaken for a clean result.
+Every failure of gpusafe itself is one line on standard error and exit status
+2 (:data:`gpusafe.exitcodes.EXIT_TOOL_ERROR`), never a traceback and never
+mistaken for a clean result: an input it cannot read, a file it cannot write,
+a bad flag (``gpusafe run: error: ...``), and an unexpected exception in
+gpusafe's own code (``gpusafe: internal error: <Type>: <message>``). Set the
+environment variable ``GPUSAFE_DEBUG=1`` to see the traceback of an internal
+error as well.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from . import __version__
+from .commands import CommandParser, inspect, instrument, one_line, report, run
+from .exitcodes import EXIT_INTERRUPTED, EXIT_TOOL_ERROR
 
-EXIT_TOOL_ERROR = 2
+DEBUG_ENV = "GPUSAFE_DEBUG"
+"""Set to 1 to get the traceback of an internal error."""
 
-
-def _consoles() -> tuple[Console, Console]:
-    # rich colours only a terminal and honours NO_COLOR on its own.
-    return Console(), Console(stderr=True)
-
-
-def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8", errors="strict") as f:
-        return f.read()
+SUBCOMMANDS = (inspect, run, instrument, report)
+"""The modules of the subcommands, in the order ``gpusafe --help`` lists them."""
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from instrument import ptx
-
-    from .inspection import module_summary, render_summary
-
-    out, err = _consoles()
-    try:
-        text = _read_text(args.file)
-    except (OSError, UnicodeDecodeError) as e:
-        err.print(f"gpusafe inspect: cannot read {args.file}: {e}", markup=False, highlight=False)
-        return EXIT_TOOL_ERROR
-    try:
-        module = ptx.parse(text)
-    except ptx.ParseError as e:
-        err.print(
-            f"gpusafe inspect: {args.file}:{e.line}:{e.column}: {e.message}\n"
-            f"    {e.line_text}\n    {' ' * (e.column - 1)}^",
-            markup=False, highlight=False,
-        )
-        return EXIT_TOOL_ERROR
-    summary = module_summary(module, args.file)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        render_summary(summary, out)
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> tuple[CommandParser, dict[str, argparse.ArgumentParser]]:
+    """The ``gpusafe`` parser, and each subcommand's parser by name."""
+    parser = CommandParser(
         prog="gpusafe",
         description="A memory-safety checker for CUDA programs, with or without a GPU.",
+        epilog=f"Exit status 2 means gpusafe itself failed; {DEBUG_ENV}=1 shows the "
+               "traceback of an internal error.",
     )
     parser.add_argument("--version", action="version", version=f"gpusafe {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    for command in SUBCOMMANDS:
+        command.add_parser(sub)
+    return parser, dict(sub.choices)
 
-    p = sub.add_parser("inspect", help="summarise a PTX module: kernels, parameters, memory ops")
-    p.add_argument("file", metavar="FILE.ptx", help="PTX file ('-' for standard input)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=cmd_inspect)
 
-    from . import instrument_cmd, report_cmd, run_cmd
+def debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
-    run_cmd.add_parser(sub)
-    instrument_cmd.add_parser(sub)
-    report_cmd.add_parser(sub)
-    return parser
+
+def internal_error(error: Exception) -> int:
+    """Report an exception that escaped a command: a bug in gpusafe, said as one line."""
+    if debugging():
+        traceback.print_exception(error)
+    hint = "" if debugging() else f" (set {DEBUG_ENV}=1 for the traceback)"
+    text = one_line(str(error))
+    print(f"gpusafe: internal error: {type(error).__name__}"
+          f"{': ' + text if text else ''}{hint}", file=sys.stderr)
+    return EXIT_TOOL_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser, commands = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand, whose flags they are not
+        commands[args.subcommand].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug in gpusafe: one line, exit 2
+        return internal_error(e)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from corpus import nvrtc_compile
 
+ROOT = Path(__file__).resolve().parent.parent
+
 KERNEL = r"""
 extern "C" __global__ void scale(float* out, const float4* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -26,6 +28,7 @@ extern "C" __global__ void scale(float* out, const float4* in, int n) {
 
 def run_gpusafe(*args: str, **kw) -> subprocess.CompletedProcess:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="120")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # this checkout
     return subprocess.run([sys.executable, "-m", "gpusafe", *args], capture_output=True,
                           text=True, env=env, **kw)
 

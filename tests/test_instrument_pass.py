@@ -10,7 +10,7 @@ import json
 import pytest
 from corpus import nvrtc_compile, ptxas
 
-from gpusafe.instrument_cmd import add_parser
+from gpusafe.commands.instrument import add_parser
 from instrument import ptx
 from instrument.checks import InstrumentError, instrument
 from instrument.runtime import CHECK_FUNCTION, CONTEXT_PARAM

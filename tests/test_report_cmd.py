@@ -18,8 +18,15 @@ from pathlib import Path
 import pytest
 from report_samples import buggy_report, write_sources
 
-from gpusafe import report_cmd
+from gpusafe import cli
+from gpusafe.commands import report as report_command
 from gpusafe.report import Report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gpusafe_report(argv: list[str]) -> int:
+    return cli.main(["report", *argv])
 
 
 @pytest.fixture()
@@ -31,19 +38,19 @@ def saved(tmp_path: Path) -> Path:
 
 def test_json_format_round_trips_byte_for_byte(saved: Path, tmp_path: Path) -> None:
     out = tmp_path / "again.json"
-    assert report_cmd.main([str(saved), "--format", "json", "-o", str(out)]) == 0
+    assert gpusafe_report([str(saved), "--format", "json", "-o", str(out)]) == 0
     assert out.read_bytes() == saved.read_bytes()
 
 
 def test_json_format_to_stdout_round_trips(saved: Path, capsys) -> None:
-    assert report_cmd.main([str(saved), "--format", "json"]) == 0
+    assert gpusafe_report([str(saved), "--format", "json"]) == 0
     assert capsys.readouterr().out == saved.read_text(encoding="utf-8")
 
 
 def test_hand_formatted_report_round_trips_structurally(tmp_path: Path, capsys) -> None:
     path = tmp_path / "compact.json"
     path.write_text(json.dumps(json.loads(buggy_report().to_json())), encoding="utf-8")
-    assert report_cmd.main([str(path), "--format", "json"]) == 0
+    assert gpusafe_report([str(path), "--format", "json"]) == 0
     out = capsys.readouterr().out
     assert json.loads(out) == json.loads(path.read_text())
     assert Report.from_json(out) == buggy_report()
@@ -53,7 +60,7 @@ def test_hand_formatted_report_round_trips_structurally(tmp_path: Path, capsys) 
 def test_rich_format_is_the_default_and_finds_sources_beside_the_report(
         saved: Path, capsys) -> None:
     write_sources(saved.parent)
-    assert report_cmd.main([str(saved)]) == 0
+    assert gpusafe_report([str(saved)]) == 0
     out = capsys.readouterr().out
     assert "ERROR global-out-of-bounds" in out
     assert "out[2 * i + 1] = v;" in out  # oob.cu found in the report's directory
@@ -63,12 +70,12 @@ def test_rich_format_is_the_default_and_finds_sources_beside_the_report(
 def test_source_dir_option(saved: Path, tmp_path_factory, capsys) -> None:
     srcdir = tmp_path_factory.mktemp("src")
     write_sources(srcdir)
-    assert report_cmd.main([str(saved), "--source-dir", str(srcdir)]) == 0
+    assert gpusafe_report([str(saved), "--source-dir", str(srcdir)]) == 0
     assert "out[2 * i + 1] = v;" in capsys.readouterr().out
 
 
 def test_print_limit_option(saved: Path, capsys) -> None:
-    assert report_cmd.main([str(saved), "--print-limit", "1"]) == 0
+    assert gpusafe_report([str(saved), "--print-limit", "1"]) == 0
     out = capsys.readouterr().out
     assert out.count("ERROR ") == 1
     assert "4 more violations not shown (--print-limit 1)" in out
@@ -76,7 +83,7 @@ def test_print_limit_option(saved: Path, capsys) -> None:
 
 def test_sarif_format(saved: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.sarif"
-    assert report_cmd.main([str(saved), "--format", "sarif", "-o", str(out)]) == 0
+    assert gpusafe_report([str(saved), "--format", "sarif", "-o", str(out)]) == 0
     log = json.loads(out.read_text())
     assert log["version"] == "2.1.0"
     assert len(log["runs"][0]["results"]) == 5
@@ -84,7 +91,7 @@ def test_sarif_format(saved: Path, tmp_path: Path) -> None:
 
 def test_junit_format(saved: Path, tmp_path: Path) -> None:
     out = tmp_path / "junit.xml"
-    assert report_cmd.main([str(saved), "--format", "junit", "-o", str(out)]) == 0
+    assert gpusafe_report([str(saved), "--format", "junit", "-o", str(out)]) == 0
     root = ET.parse(out).getroot()
     assert [c.get("name") for c in root.iter("testcase")][:4] == [
         "oob_write", "stencil", "uaf_read", "host"]
@@ -94,7 +101,7 @@ def test_reads_standard_input(saved: Path, monkeypatch, capsys) -> None:
     import io
 
     monkeypatch.setattr(sys, "stdin", io.StringIO(saved.read_text()))
-    assert report_cmd.main(["-", "--format", "json"]) == 0
+    assert gpusafe_report(["-", "--format", "json"]) == 0
     assert capsys.readouterr().out == saved.read_text()
 
 
@@ -102,7 +109,7 @@ def test_reads_standard_input(saved: Path, monkeypatch, capsys) -> None:
 
 
 def _fails(argv: list[str], capsys) -> str:
-    assert report_cmd.main(argv) == 2
+    assert gpusafe_report(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     err = captured.err
@@ -166,13 +173,13 @@ def test_unwritable_output(saved: Path, tmp_path: Path, capsys) -> None:
 
 def test_bad_print_limit_is_a_usage_error(saved: Path, capsys) -> None:
     with pytest.raises(SystemExit) as info:
-        report_cmd.main([str(saved), "--print-limit", "-1"])
+        gpusafe_report([str(saved), "--print-limit", "-1"])
     assert info.value.code == 2
 
 
 def test_unknown_format_is_a_usage_error(saved: Path) -> None:
     with pytest.raises(SystemExit) as info:
-        report_cmd.main([str(saved), "--format", "html"])
+        gpusafe_report([str(saved), "--format", "html"])
     assert info.value.code == 2
 
 
@@ -180,7 +187,8 @@ def test_as_a_process_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.run([sys.executable, "-m", "gpusafe.report_cmd", str(bad)],
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # this checkout
+    proc = subprocess.run([sys.executable, "-m", "gpusafe", "report", str(bad)],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -194,7 +202,7 @@ def test_as_a_process_errors_exit_2_without_traceback(tmp_path: Path) -> None:
 def test_add_parser_registers_the_subcommand(saved: Path, capsys) -> None:
     parser = argparse.ArgumentParser(prog="gpusafe")
     sub = parser.add_subparsers(dest="command")
-    report_cmd.add_parser(sub)
+    report_command.add_parser(sub)
     args = parser.parse_args(["report", str(saved), "--format", "json"])
     assert args.command == "report"
     assert args.func(args) == 0

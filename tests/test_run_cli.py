@@ -73,6 +73,7 @@ def write_program(tmp_path: Path, body: str, *, n: int = 256,
 def gpusafe_run(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[int, dict | None, str]:
     report = tmp_path / "report.json"
     env = dict(os.environ, NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # this checkout
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     proc = subprocess.run(
         [sys.executable, "-m", "gpusafe", "run", "--device", "cpu", "--json", str(report),
@@ -201,6 +202,7 @@ def test_unknown_command_is_a_tool_error(tmp_path: Path) -> None:
 
 def test_device_cuda_without_a_gpu_is_a_tool_error(tmp_path: Path) -> None:
     env = dict(os.environ, NO_COLOR="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cuda", "python",
                            "-c", "pass"], env=env, capture_output=True, text=True, cwd=tmp_path)
     if proc.returncode == 0:

@@ -5,8 +5,12 @@ In data-flow order:
 - :mod:`.model`: the facts (:class:`Violation`, :class:`AllocationInfo`, ...),
   the :class:`ReportBuilder` that folds occurrences into deduplicated entries,
   and the versioned JSON form (:meth:`Report.to_json` / :meth:`Report.from_json`).
-- :mod:`.describe`: the words for a kind and for where an address lies.
+- :mod:`.describe`: the words for where an address lies and what was
+  attempted (a kind's own words are its facts, :mod:`instrument.kinds`).
 - :mod:`.terminal`, :mod:`.sarif`, :mod:`.junit`: the renderings.
+- :mod:`.formats`: every format by name, the one dispatch that ``gpusafe run``
+  and ``gpusafe report`` share (imported on demand: the terminal renderer
+  loads rich, which a checked program has no use for).
 
 The JSON Schema of the JSON form is ``schema/gpusafe-report-1.schema.json``
 (:data:`SCHEMA_PATH`).

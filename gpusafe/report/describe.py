@@ -1,7 +1,9 @@
 """The words every output uses for a violation, decided in one place.
 
 Terminal, SARIF and JUnit all describe a violation with these sentences, so a
-finding reads the same wherever it is met.
+finding reads the same wherever it is met. What a kind itself is called and
+means (its title, meaning and remedy) lives with the kind, in
+:mod:`instrument.kinds`.
 """
 
 from __future__ import annotations
@@ -9,84 +11,6 @@ from __future__ import annotations
 from instrument.kinds import ViolationKind
 
 from .model import AllocationInfo, Violation, dim3, hex_address
-
-TITLES: dict[ViolationKind, str] = {
-    ViolationKind.GLOBAL_OUT_OF_BOUNDS: "Out-of-bounds access to global memory",
-    ViolationKind.SHARED_OUT_OF_BOUNDS: "Out-of-bounds access to shared memory",
-    ViolationKind.LOCAL_OUT_OF_BOUNDS: "Out-of-bounds access to local memory",
-    ViolationKind.USE_AFTER_FREE: "Use of freed device memory",
-    ViolationKind.MISALIGNED_ACCESS: "Misaligned memory access",
-    ViolationKind.DOUBLE_FREE: "Double free of device memory",
-    ViolationKind.INVALID_FREE: "Free of a pointer that is not a live allocation",
-    ViolationKind.API_OUT_OF_BOUNDS: "Host API call with a device range outside its allocation",
-    ViolationKind.LEAK: "Device memory leak",
-    ViolationKind.NULL_POINTER: "Access through a null pointer",
-}
-"""A short title per kind (terminal headings, SARIF rule short descriptions)."""
-
-MEANINGS: dict[ViolationKind, str] = {
-    ViolationKind.GLOBAL_OUT_OF_BOUNDS:
-        "A kernel accessed global memory outside the allocation its pointer was derived "
-        "from, or outside every allocation. Overflows into a neighbouring live buffer "
-        "are reported too.",
-    ViolationKind.SHARED_OUT_OF_BOUNDS:
-        "A kernel accessed shared memory outside the .shared variable its pointer was "
-        "derived from, or outside the block's shared window.",
-    ViolationKind.LOCAL_OUT_OF_BOUNDS:
-        "A kernel accessed a thread's local (stack) memory outside the .local variable "
-        "its pointer was derived from.",
-    ViolationKind.USE_AFTER_FREE:
-        "A kernel accessed, or was passed as an argument, a pointer into an allocation "
-        "the program had already freed.",
-    ViolationKind.MISALIGNED_ACCESS:
-        "A kernel accessed an address that is not aligned to the size of the access.",
-    ViolationKind.DOUBLE_FREE:
-        "The program freed an allocation that it had already freed.",
-    ViolationKind.INVALID_FREE:
-        "The program freed a pointer that is not the base of a live allocation.",
-    ViolationKind.API_OUT_OF_BOUNDS:
-        "A host API call (memcpy, memset, ...) was given a device range that leaves "
-        "its allocation.",
-    ViolationKind.LEAK:
-        "An allocation was still live when its context was destroyed or the program "
-        "exited.",
-    ViolationKind.NULL_POINTER:
-        "A kernel accessed memory through a null or near-null pointer.",
-}
-"""What each kind means, in a sentence or two (SARIF rule full descriptions)."""
-
-REMEDIES: dict[ViolationKind, str] = {
-    ViolationKind.GLOBAL_OUT_OF_BOUNDS:
-        "Check the index computation and the guard that bounds it (often `i < n` "
-        "written as `i <= n`), and that the buffer was allocated with the size the "
-        "kernel assumes.",
-    ViolationKind.SHARED_OUT_OF_BOUNDS:
-        "Check the shared-array index against the array's declared size, and the "
-        "dynamic shared memory size given at launch.",
-    ViolationKind.LOCAL_OUT_OF_BOUNDS:
-        "Check the index into the thread-local array against its declared size.",
-    ViolationKind.USE_AFTER_FREE:
-        "Free the buffer only after the last kernel and copy that use it have "
-        "completed, and do not keep stale pointers to it.",
-    ViolationKind.MISALIGNED_ACCESS:
-        "Make sure pointers cast to wider types (float4, double, structs) are aligned "
-        "to that type's size.",
-    ViolationKind.DOUBLE_FREE:
-        "Free each allocation exactly once; clear the pointer after freeing it.",
-    ViolationKind.INVALID_FREE:
-        "Pass the free call the exact pointer the allocation call returned.",
-    ViolationKind.API_OUT_OF_BOUNDS:
-        "Check the byte count and the offsets passed to the copy or set call against "
-        "the size of the allocation.",
-    ViolationKind.LEAK:
-        "Free the allocation when it is no longer needed.",
-    ViolationKind.NULL_POINTER:
-        "Check that the pointer argument was set (allocated, not left at 0) before the "
-        "launch.",
-}
-"""How to fix each kind (SARIF rule help)."""
-
-_FREED_KINDS = {ViolationKind.USE_AFTER_FREE, ViolationKind.DOUBLE_FREE}
 
 
 def _plural(n: int, word: str) -> str:
@@ -103,7 +27,7 @@ def describe_allocation(v: Violation) -> str | None:
     a = v.allocation
     if a is None:
         return None
-    freed = a.freed_at is not None or v.kind in _FREED_KINDS
+    freed = a.freed_at is not None or v.kind.facts.freed_allocation
     region = _region(a, freed)
     if v.kind is ViolationKind.LEAK:
         return f"{region}, never freed"
@@ -155,7 +79,6 @@ def describe_threads(v: Violation) -> str | None:
     ]
     text = "; ".join(groups)
     return f"first offending {text}" if v.count > len(v.threads) else text
-
 
 
 def message(v: Violation) -> str:

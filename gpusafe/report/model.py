@@ -30,6 +30,7 @@ from typing import Any
 from instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
+from ..exitcodes import EXIT_VIOLATIONS
 
 SCHEMA_ID = "gpusafe-report/1"
 TOOL_NAME = "gpusafe"
@@ -198,7 +199,7 @@ class Report:
     def clean(self) -> bool:
         return not self.violations
 
-    def exit_status(self, error_exitcode: int = 86) -> int:
+    def exit_status(self, error_exitcode: int = EXIT_VIOLATIONS) -> int:
         """DESIGN.md "Exit status": the program's own status when nothing was
         found, ``error_exitcode`` otherwise."""
         if self.violations:

@@ -1,7 +1,8 @@
 """The report as SARIF 2.1.0, for code-scanning dashboards and IDEs.
 
-One rule per violation kind (rule id = kind string). Each result is an
-``error`` at the source line (or, with no line info, a logical location naming
+One rule per violation kind (rule id = kind string; its descriptions and
+level are the kind's facts, :mod:`instrument.kinds`). Each result is an
+``error`` (its kind's level) at the source line (or, with no line info, a logical location naming
 the kernel), with the allocation site, and the free site where there is one,
 as related locations; the occurrence count, the first offending threads and
 the raw facts travel in the result's property bag.
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 from instrument.kinds import ViolationKind
 
-from .describe import MEANINGS, REMEDIES, TITLES, message
+from .describe import message
 from .model import Report, SourceLocation, Violation, hex_address
 
 SARIF_VERSION = "2.1.0"
@@ -87,13 +88,14 @@ def render(report: Report) -> str:
 
 
 def _rule(kind: ViolationKind) -> dict[str, Any]:
+    facts = kind.facts
     return {
         "id": kind.value,
         "name": "".join(part.capitalize() for part in kind.value.split("-")),
-        "shortDescription": {"text": TITLES[kind]},
-        "fullDescription": {"text": MEANINGS[kind]},
-        "help": {"text": f"{MEANINGS[kind]} {REMEDIES[kind]}"},
-        "defaultConfiguration": {"level": "error"},
+        "shortDescription": {"text": facts.title},
+        "fullDescription": {"text": facts.meaning},
+        "help": {"text": f"{facts.meaning} {facts.remedy}"},
+        "defaultConfiguration": {"level": facts.sarif_level},
         "properties": {"tags": ["memory-safety", "cuda"]},
     }
 
@@ -102,7 +104,7 @@ def _result(v: Violation) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": v.kind.value,
         "ruleIndex": _RULE_INDEX[v.kind],
-        "level": "error",
+        "level": v.kind.facts.sarif_level,
         "message": {"text": message(v)},
     }
     location = _primary_location(v)

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .describe import TITLES, describe_access, describe_allocation, describe_threads
+from .describe import describe_access, describe_allocation, describe_threads
 from .model import Report, SourceLocation, Violation, hex_address
 
 CONTEXT_LINES = 2
@@ -146,7 +146,7 @@ class _Renderer:
     def violation(self, index: int, v: Violation) -> None:
         head = Text(f"[{index}] ", style="dim")
         head.append(f"ERROR {v.kind.value}", style="bold red")
-        head.append(f"  {TITLES[v.kind]}")
+        head.append(f"  {v.kind.facts.title}")
         self.line(head)
         access = describe_access(v)
         if access:

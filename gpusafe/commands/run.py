@@ -2,10 +2,11 @@
 
 The flags follow compute-sanitizer's where they mean the same thing
 (``--leak-check``, ``--padding``, ``--print-limit``, ``--error-exitcode``,
-``--log-file``).  The exit status
-is the program's own when nothing was found, ``--error-exitcode`` (86) when
-something was, and 2 when gpusafe itself could not do its job: it never turns
-its own failure into a clean pass.
+``--log-file``). The exit status is the program's own when nothing was found,
+``--error-exitcode`` (86) when something was, and 2 when gpusafe itself could
+not do its job, a report file it could not write included: it never turns its
+own failure into a clean pass. The report flags (``--log-file``, ``--json``,
+``--sarif``, ``--junit``) are those of :mod:`gpusafe.report.formats`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
+from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
+from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
+from ..process.session import RunOptions
+from ..process.start import LaunchError, child_environment, choose_device, classify, run_program
+from ..report import Report, ReportBuilder, formats
+from ..report.formats import RenderOptions
+from . import count, reason, tool_error, write_output
 
-from .engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
-from .process.session import RunOptions
-from .process.start import LaunchError, child_environment, choose_device, classify, run_program
-from .report import Report, ReportBuilder
+PROG = "gpusafe run"
 
-EXIT_TOOL_ERROR = 2
+LOG_FILE_WIDTH = 100
+"""The line width of the terminal report in a ``--log-file``."""
 
 
 def _size(text: str) -> int:
@@ -43,7 +48,22 @@ def _size(text: str) -> int:
     return value
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def _exit_status(text: str) -> int:
+    """``--error-exitcode``: an exit status is 8 bits, and 0 would read as a pass."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= n <= 255:
+        raise argparse.ArgumentTypeError(f"must be 1-255 (an exit status is 8 bits), not {n}")
+    return n
+
+
+def _dest(fmt: formats.Format) -> str:
+    return fmt.run_flag.lstrip("-").replace("-", "_")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "run", help="run a program with memory checking on and report what it hits",
         description="Run CMD with gpusafe active inside it (Python programs using "
@@ -52,15 +72,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="where kernels run: the GPU (cuda), gpusafe's CPU device (cpu), "
                         "or the GPU when one works and the CPU device otherwise (auto)")
-    p.add_argument("--json", metavar="FILE", help="write the report as JSON (gpusafe-report/1)")
-    p.add_argument("--sarif", metavar="FILE", help="write the report as SARIF 2.1.0")
-    p.add_argument("--junit", metavar="FILE", help="write the report as JUnit XML")
-    p.add_argument("--log-file", metavar="FILE",
-                   help="write the terminal report to FILE instead of stderr")
-    p.add_argument("--print-limit", type=int, default=0, metavar="N",
+    for fmt in formats.FORMATS.values():
+        p.add_argument(fmt.run_flag, dest=_dest(fmt), metavar="FILE", help=fmt.run_help)
+    p.add_argument("--print-limit", type=count, default=0, metavar="N",
                    help="show at most N violations in the terminal report (0: all)")
-    p.add_argument("--error-exitcode", type=int, default=86, metavar="N",
-                   help="exit status when a violation was found (default 86)")
+    p.add_argument("--error-exitcode", type=_exit_status, default=EXIT_VIOLATIONS, metavar="N",
+                   help=f"exit status (1-255) when a violation was found "
+                        f"(default {EXIT_VIOLATIONS})")
     p.add_argument("--leak-check", action="store_true",
                    help="report allocations still live when the program exits")
     p.add_argument("--padding", type=_size, default=DEFAULT_PADDING, metavar="BYTES",
@@ -76,14 +94,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "running GPU code in CI without a GPU)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
     p.set_defaults(func=cmd_run)
-
-
-def _err(console: Console, message: str) -> None:
-    console.print(f"gpusafe run: {message}", markup=False, highlight=False, soft_wrap=True)
+    return p
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
     argv = list(args.command)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -91,25 +105,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             re.compile(args.kernel_filter)
         except re.error as e:
-            _err(err, f"--kernel-filter {args.kernel_filter!r}: {e}")
-            return EXIT_TOOL_ERROR
+            return tool_error(PROG, f"--kernel-filter {args.kernel_filter!r}: {e}")
     if args.padding % 256:
-        _err(err, "--padding must be a multiple of 256 (the driver's allocation alignment)")
-        return EXIT_TOOL_ERROR
+        return tool_error(PROG, "--padding must be a multiple of 256 (the driver's allocation "
+                                "alignment)")
     try:
         command = classify(argv)
         if not command.python:
-            _err(err, f"{argv[0]} is a native program. gpusafe checks Python programs that use "
-                      "cuda-python today; native programs are not supported yet. "
-                      "Nothing was run.")
-            return EXIT_TOOL_ERROR
+            return tool_error(PROG, f"{argv[0]} is a native program. gpusafe checks Python "
+                                    "programs that use cuda-python today; native programs are "
+                                    "not supported yet. Nothing was run.")
         device, device_name, note = choose_device(args.device)
     except LaunchError as e:
-        _err(err, str(e))
-        return EXIT_TOOL_ERROR
+        return tool_error(PROG, str(e))
     if not args.check:
         note += "; checking is off (--no-check)"
-    err.print(f"gpusafe: {note}", markup=False, highlight=False, soft_wrap=True)
+    print(f"gpusafe: {note}", file=sys.stderr)
     options = RunOptions(device=device, device_name=device_name, padding=args.padding,
                          quarantine=args.quarantine, leak_check=args.leak_check,
                          check=args.check, kernel_filter=args.kernel_filter)
@@ -118,15 +129,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             status = run_program(command, child_environment(session_dir, options.__dict__))
         except LaunchError as e:
-            _err(err, str(e))
-            return EXIT_TOOL_ERROR
+            return tool_error(PROG, str(e))
         report, problems = collect(session_dir, argv, device_name, status, args.check)
     finally:
         shutil.rmtree(session_dir, ignore_errors=True)
     for problem in problems:
-        _err(err, problem)
-    emit_reports(report, args, err)
-    if problems:
+        tool_error(PROG, problem)
+    unwritten = write_reports(report, args)
+    for failure in unwritten:
+        tool_error(PROG, failure)
+    if problems or unwritten:
         return EXIT_TOOL_ERROR
     return report.exit_status(args.error_exitcode)
 
@@ -152,22 +164,30 @@ def collect(session_dir: Path, argv: list[str], device: str, status: int,
     return builder.build(exit_code=status), problems
 
 
-def emit_reports(report: Report, args: argparse.Namespace, err: Console) -> None:
-    from .report import junit, sarif, terminal
-
-    search = [os.getcwd()]
+def write_reports(report: Report, args: argparse.Namespace) -> list[str]:
+    """Write every report file the flags name, and show the terminal report on
+    standard error unless ``--log-file`` took it. Returns one line per file
+    that could not be written; the terminal report is then shown all the
+    same (on standard error if it was the log file), so no finding is lost."""
+    search = [Path(os.getcwd())]
     script = next((a for a in args.command if a.endswith(".py")), None)
     if script:
-        search.insert(0, str(Path(script).resolve().parent))
-    if args.log_file:
-        Path(args.log_file).write_text(
-            terminal.render_text(report, print_limit=args.print_limit, search_dirs=search))
-    else:
-        terminal.render(report, file=sys.stderr, print_limit=args.print_limit,
-                        search_dirs=search)
-    if args.json:
-        Path(args.json).write_text(report.to_json())
-    if args.sarif:
-        Path(args.sarif).write_text(sarif.render(report))
-    if args.junit:
-        Path(args.junit).write_text(junit.render(report))
+        search.insert(0, Path(script).resolve().parent)
+    to_file = RenderOptions(print_limit=args.print_limit, search_dirs=search, color=False,
+                            width=LOG_FILE_WIDTH)
+    unwritten = []
+    logged = False
+    for fmt in formats.FORMATS.values():
+        path = getattr(args, _dest(fmt))
+        if path is None:
+            continue
+        try:
+            write_output(path, formats.render(report, fmt.name, to_file))
+        except OSError as e:
+            unwritten.append(f"cannot write {path} ({fmt.run_flag}): {reason(e)}")
+            continue
+        logged = logged or fmt.name == formats.TERMINAL
+    if not logged:
+        formats.write(report, formats.TERMINAL, sys.stderr,
+                      RenderOptions(print_limit=args.print_limit, search_dirs=search))
+    return unwritten

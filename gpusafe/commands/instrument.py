@@ -2,22 +2,31 @@
 
 Writes the checked PTX (the runtime linked in) and, with ``--sites``, the site
 table as JSON; ``--stats`` prints each function's check statistics as a table.
-A file it cannot read, PTX it cannot parse and a construct it cannot check
-are reported as one line naming the input, with exit status 2.
+A file it cannot read or write, and a construct it cannot check, are one line
+naming the input, with exit status 2; PTX it cannot parse is shown with a
+caret under the place, as ``gpusafe inspect`` shows it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-EXIT_TOOL_ERROR = 2
+from ..exitcodes import EXIT_TOOL_ERROR
+from . import parse_error, read_input, tool_error, write_output
+
+if TYPE_CHECKING:
+    from instrument.checks import FunctionStats
+
+PROG = "gpusafe instrument"
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "instrument", help="insert bounds checks into a PTX module",
         description="Insert gpusafe's bounds checks into a PTX module.")
@@ -30,52 +39,40 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(err: Console, text: str) -> int:
-    err.print(text, markup=False, highlight=False)
-    return EXIT_TOOL_ERROR
-
-
 def cmd_instrument(args: argparse.Namespace) -> int:
+    # The instrumenter loads in a third of a second: only this command pays for it.
     from instrument import ptx
     from instrument.checks import InstrumentError, instrument
 
-    err = Console(stderr=True)
-    out = Console()
     try:
-        if args.file == "-":
-            text = sys.stdin.read()
-        else:
-            with open(args.file, encoding="utf-8", errors="strict") as f:
-                text = f.read()
+        text = read_input(args.file)
     except (OSError, UnicodeDecodeError) as e:
-        return _fail(err, f"gpusafe instrument: cannot read {args.file}: {e}")
+        return tool_error(PROG, f"cannot read {args.file}: {e}")
     try:
         module = ptx.parse(text)
     except ptx.ParseError as e:
-        return _fail(err, f"gpusafe instrument: {args.file}:{e.line}:{e.column}: {e.message}\n"
-                          f"    {e.line_text}\n    {' ' * (e.column - 1)}^")
+        print(parse_error(PROG, args.file, e), file=sys.stderr)
+        return EXIT_TOOL_ERROR
     try:
         result = instrument(module)
     except InstrumentError as e:
         where = f"{args.file}:{e.ptx_line}" if e.ptx_line else args.file
-        return _fail(err, f"gpusafe instrument: {where}: {e}")
+        return tool_error(PROG, f"{where}: {e}")
     try:
         if args.output == "-":
             sys.stdout.write(result.ptx)
         else:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(result.ptx)
+            write_output(args.output, result.ptx)
         if args.sites:
-            with open(args.sites, "w", encoding="utf-8") as f:
-                f.write(result.sites.to_json())
+            write_output(args.sites, result.sites.to_json())
     except OSError as e:
-        return _fail(err, f"gpusafe instrument: cannot write: {e}")
+        return tool_error(PROG, f"cannot write: {e}")
     if args.stats:
-        render_stats(result.stats, err if args.output == "-" else out)
+        render_stats(result.stats, Console(stderr=args.output == "-"))
     return 0
 
 
-def render_stats(stats, console: Console) -> None:
+def render_stats(stats: Mapping[str, FunctionStats], console: Console) -> None:
     table = Table(title="gpusafe instrument: checks per function")
     for col in ("function", "memory ops", "not checked", "root", "window", "lookup",
                 "alignment", "generic", "removed", "slots"):
