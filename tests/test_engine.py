@@ -271,3 +271,41 @@ def test_a_tampered_or_truncated_cache_entry_is_a_miss(monkeypatch, tmp_path: Pa
     assert cache.load(key) is None
     path.write_text(text)
     assert cache.load(key) is not None
+
+
+# -- what the program sees ------------------------------------------------------
+
+
+def test_a_unified_copy_is_range_checked_on_each_tracked_side() -> None:
+    engine, driver = make_engine()
+    w = _door(engine, driver)
+    _, p, _ = w["cuMemAlloc"](1000)
+    _, q, _ = w["cuMemAlloc"](1024)
+    assert w["cuMemcpy"](q, p, 1000)[0] == OK
+    assert w["cuMemcpy"](p, q, 1024) == (cuda_driver.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    assert w["cuMemcpyAsync"](p, q, 1024, 0) == (cuda_driver.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    assert kinds(engine) == ["api-out-of-bounds"] * 2  # one entry per call site
+
+
+def test_the_address_range_is_the_programs_never_the_red_zone() -> None:
+    engine, driver = make_engine()
+    w = _door(engine, driver)
+    _, p, _ = w["cuMemAlloc"](1000)
+    assert driver.calls[-1] == ("cuMemAlloc", 1000 + engine.padding)
+    err, base, size = w["cuMemGetAddressRange"](p + 10)
+    assert (err, int(base), size) == (OK, p, 1000)
+
+
+def test_a_forked_child_reports_only_its_own_findings_and_leaks() -> None:
+    engine, driver = make_engine(leak_check=True)
+    w = _door(engine, driver)
+    _, p, _ = w["cuMemAlloc"](64)
+    w["cuMemFree"](p + 1)  # the parent's invalid free
+    assert kinds(engine) == ["invalid-free"]
+    engine.findings.forked()
+    engine.forked()
+    assert kinds(engine) == []
+    _, mine, _ = w["cuMemAlloc"](32)
+    engine.finish()
+    leaks = engine.findings.report.build(exit_code=0).to_dict()["violations"]
+    assert [(v["kind"], v["allocation"]["base"]) for v in leaks] == [("leak", hex(mine))]

@@ -102,6 +102,14 @@ class Engine:
                 return False
         return True
 
+    def address_range(self, address: int) -> tuple[int, int] | None:
+        """The (base, size) of the allocation holding ``address`` as the
+        program sees it (without the red zone), if gpusafe made it."""
+        alloc = self.registry.find(address)
+        if alloc is None or alloc.state is not State.LIVE:
+            return None
+        return alloc.base, alloc.size
+
     # -- contexts ------------------------------------------------------------
 
     def context_ending(self) -> None:
@@ -252,6 +260,13 @@ class Engine:
                 self.findings.device_records(launch.kernel, records, dropped, self.registry)
             self.pipeline.release_retired()
         self.findings.changed()
+
+    def forked(self) -> None:
+        """In a forked child: the parent's allocations and launches are the
+        parent's to report."""
+        self.registry.inherit()
+        self._pending = []
+        self._lock = threading.RLock()
 
     def finish(self) -> None:
         """At process exit: the last launches, and leaks when asked for."""

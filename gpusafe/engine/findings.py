@@ -37,6 +37,14 @@ class Findings:
         self.problems: list[str] = []  # gpusafe's own failures: never a clean pass
         self._on_change = on_change
 
+    def forked(self) -> None:
+        """In a forked child: the parent reports what it found before the
+        fork; the child starts an empty report of its own."""
+        old = self.report
+        self.report = ReportBuilder(old.command, old.device, max_threads=old.max_threads,
+                                    tool=old.tool)
+        self.problems = []
+
     def changed(self) -> None:
         self._on_change()
 

@@ -54,6 +54,7 @@ class Allocation:
     freed_at: str | None = None
     owned: bool = True  # False: memory the program cannot free (a module's global variable)
     context: int = 0  # the driver context the allocation belongs to
+    inherited: bool = False  # made by the parent of a forked process: its leak, not ours
 
     @property
     def end(self) -> int:
@@ -221,7 +222,13 @@ class Registry:
         return alloc if address < alloc.base + alloc.reserved else None
 
     def live(self) -> list[Allocation]:
-        return [a for a in self.by_tag.values() if a.state is State.LIVE and a.owned]
+        return [a for a in self.by_tag.values()
+                if a.state is State.LIVE and a.owned and not a.inherited]
+
+    def inherit(self) -> None:
+        """In a forked child: everything allocated so far is the parent's."""
+        for alloc in self.by_tag.values():
+            alloc.inherited = True
 
     def table(self) -> list[Allocation]:
         """Allocations holding memory, sorted by base: what the device searches."""

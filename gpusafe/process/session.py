@@ -69,6 +69,16 @@ class Session:
             self.engine = Engine(backend, self.findings,
                                  Policy(o.padding, o.quarantine, o.leak_check, o.kernel_filter))
         install_python_door(backend, self.engine)
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """A forked child reports only what it finds after the fork, in a
+        findings file of its own."""
+        self.findings.forked()
+        if self.engine is not None:
+            self.engine.forked()
+        self._lock = threading.Lock()
+        self._flushed_state = (0, 0)
 
     def flush(self) -> None:
         """Write this process's findings so far where ``gpusafe run`` reads them."""
