@@ -7,20 +7,19 @@ Lanes are served in global thread order, so printf output is deterministic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
 
-from .decoder import DecodeContext, DecodeError
+from .call_operands import CallOperand, arg_bytes
+from .decoded import DecodeError
+from .decoder import DecodeContext
 from .errors import AssertError, IllegalAddress, InvalidAddress, TrapError
+from .frames import Frame, as_index
 from .memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from .operands import as_index
 from .printf import format_printf
-
-if TYPE_CHECKING:
-    from .executor import Frame
 
 
 def read_generic(fr: Frame, i: int, address: int, size: int) -> bytes:
@@ -126,9 +125,8 @@ _BUILTINS = {
 
 
 def builtin_call(ctx: DecodeContext, instr: nodes.Instruction, function: nodes.Function,
-                 arg_moves: list, ret_moves: list) -> Any:
-    from .executor import _arg_bytes
-
+                 arg_moves: list[CallOperand], ret_moves: list[CallOperand]) -> Any:
+    """The control op's body of a call to a runtime-provided external function."""
     impl = _BUILTINS.get(function.name)
     if impl is None:
         raise DecodeError(f"call to the external function {function.name}, which the CPU "
@@ -144,7 +142,7 @@ def builtin_call(ctx: DecodeContext, instr: nodes.Instruction, function: nodes.F
         idx = as_index(act, fr.n)
         args = []
         for move, size in zip(arg_moves, sizes, strict=True):
-            raw = np.ascontiguousarray(_arg_bytes(fr, idx, move, size))
+            raw = np.ascontiguousarray(arg_bytes(fr, idx, move, size))
             args.append(raw.view(unsigned[size]).reshape(-1).astype(np.uint64))
         result = impl(fr, idx, args, instr)
         if ret_moves and result is not None and ret_size:

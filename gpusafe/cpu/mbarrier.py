@@ -17,19 +17,19 @@ lanes it waits for run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
 from instrument.kinds import AccessKind
 
-from .decoder import DecodeContext, DecodeError, Op, guard_simple
-from .memory_ops import _plan, atomic_update, load
+from .access import load, plan, store
+from .atomics import atomic_update
+from .decoded import DecodeError, Op
+from .decoder import DecodeContext, guard_simple
+from .frames import Frame
 from .operands import const_reader
-
-if TYPE_CHECKING:
-    from .executor import Frame
 
 _U = np.uint64
 _COUNT = _U((1 << 20) - 1)
@@ -92,7 +92,7 @@ def _rmw(ctx: DecodeContext, instr: nodes.Instruction, space: str, addr: Any, up
     def run(fr: Frame, act: Any, nact: int) -> None:
         addrs = addr(fr, act, nact)
         args = [np.ascontiguousarray(s(fr, act, nact), dtype=dtype) for s in sources]
-        parts = _plan(fr, instr, act, nact, space, addrs, 8, AccessKind.ATOMIC)
+        parts = plan(fr, instr, act, nact, space, addrs, 8, AccessKind.ATOMIC)
         old = np.zeros(nact, dtype=dtype)
         for p in parts:
             sub = args if p.pos is None else [a[p.pos] for a in args]
@@ -196,6 +196,4 @@ def build_cp_async_mbarrier_arrive(ctx: DecodeContext, instr: nodes.Instruction)
 
 def _store(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
            addrs: np.ndarray, values: np.ndarray) -> None:
-    from .memory_ops import store
-
     store(fr, instr, act, nact, space, addrs, np.dtype(np.uint64), values)

@@ -22,23 +22,20 @@ from typing import Any, TextIO
 import numpy as np
 
 from instrument import nodes, ptx
+from instrument.query import ParamSlot, param_layout
 
-from .decoder import (
-    Binding,
-    FunctionCode,
-    ModuleSymbols,
-    ParamLayout,
-    align_up,
-    decode_function,
-    param_layout,
-)
+from .decoded import Binding, FunctionCode, ModuleSymbols, align_up
+from .decoder import decode_function
 from .errors import LaunchConfigError, UnsupportedInstruction
 from .events import LaunchInfo, Observer
-from .executor import Launch, run_launch
+from .frames import Launch
+from .instructions import build
 from .memory import FUNCTION_BASE, DeviceMemory
-from .operands import UNSIGNED, immediate_bits
+from .operands import immediate_bits
+from .ptx_types import UNSIGNED
+from .scheduler import run_launch
 
-__all__ = ["KernelInfo", "LaunchResult", "ParamLayout", "Program"]
+__all__ = ["KernelInfo", "LaunchResult", "Program"]
 
 MAX_SHARED = 227 * 1024
 """Most shared memory a block may have (static + dynamic), as on sm_90."""
@@ -49,7 +46,7 @@ _grid_ids = itertools.count(1)
 @dataclass
 class KernelInfo:
     name: str
-    params: list[ParamLayout]
+    params: list[ParamSlot]
     param_size: int
     static_shared: int
     local_size: int
@@ -213,7 +210,7 @@ class Program(ModuleSymbols):
     def code(self, name: str) -> FunctionCode:
         code = self._codes.get(name)
         if code is None:
-            code = decode_function(self, self._functions[name])
+            code = decode_function(self, self._functions[name], build)
             self._codes[name] = code
         return code
 
@@ -347,7 +344,7 @@ class Program(ModuleSymbols):
             dynamic_shared=shared_bytes, shared_window=window, local_size=info.local_size,
         )
         code = self.code(kernel)
-        launch = Launch(self, code, launch_info, bytes(params), layout.offsets, list(observers),
+        launch = Launch(self.memory, code, launch_info, bytes(params), layout.offsets, list(observers),
                         stdout, next(_grid_ids))
         launch.reserved_shared = layout.reserved
         for o in observers:

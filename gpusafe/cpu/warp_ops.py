@@ -7,18 +7,16 @@ the lanes that are there, warp by warp, vectorised across warps.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
 
-from .decoder import DecodeContext, DecodeError, Op, guard_simple
-from .executor import DONE, WARP
-from .operands import ALL, as_index, const_reader
-
-if TYPE_CHECKING:
-    from .executor import Frame
+from .decoded import DecodeError, Op
+from .decoder import DecodeContext, guard_simple
+from .frames import ALL, DONE, WARP, Frame, as_index
+from .operands import const_reader
 
 _FULL = np.array(0xFFFF_FFFF, dtype=np.uint32)
 
