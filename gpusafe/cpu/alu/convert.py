@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu_fp as fp
-from .alu_common import (
+from . import rounding as fp
+from .floating import finish
+from .opcodes import (
     BITS,
     DTYPES,
     FLOATS,
@@ -18,7 +19,6 @@ from .alu_common import (
     make,
     width_of,
 )
-from .alu_float import finish
 
 F64 = np.float64
 U16, U32, U64, I64 = np.uint16, np.uint32, np.uint64, np.int64
