@@ -55,6 +55,8 @@ NULL_PAGE = 0x1000
 """Addresses below this are the null page."""
 RED_ZONE = 256
 """Default minimum unallocated gap after every allocation."""
+QUARANTINE = 256 << 20
+"""Default bytes of freed allocations whose contents are kept."""
 SEGMENT_ALIGN = 256
 
 
@@ -109,7 +111,7 @@ class DeviceMemory:
     """The global arena: allocation, host copies, and vectorised device access."""
 
     def __init__(self, capacity: int = 16 << 30, *, red_zone: int = RED_ZONE,
-                 quarantine: int = 256 << 20) -> None:
+                 quarantine: int = QUARANTINE) -> None:
         if red_zone < 0 or quarantine < 0:
             raise ValueError("the red zone and the quarantine cannot be negative")
         self.capacity = capacity
