@@ -86,7 +86,8 @@ def plan(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
     for real, pos, saddr in groups:
         sub_act = act if pos is None else as_index(act, fr.n)[pos]
         if launch.watchers and real != "param":
-            window = launch.shared_window if real == "shared" else fr.local_top if real == "local" else 0
+            window = (launch.shared_window if real == "shared"
+                      else fr.local_top if real == "local" else 0)
             event = MemoryEvent(
                 space=real, access=access, width=width, addresses=saddr,
                 lanes=fr.global_ids(sub_act), instruction=instr, kernel=launch.kernel,

@@ -74,7 +74,8 @@ def update_fn(op: str, type_: str) -> tuple[Any, Any]:
     raise DecodeError(f"atomic .{op}")
 
 
-def _sequential(cur: Any, args: list[np.ndarray], update: Any, accumulate: Any) -> tuple[np.ndarray, Any]:
+def _sequential(cur: Any, args: list[np.ndarray], update: Any,
+                accumulate: Any) -> tuple[np.ndarray, Any]:
     """Old values and final value of one address updated by ``args`` in order."""
     vals = args[-1]
     dtype = vals.dtype

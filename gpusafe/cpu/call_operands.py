@@ -78,7 +78,8 @@ def copy_out(callee: Frame, keep: np.ndarray, src: Binding, fr: Frame, dst_lanes
     if src.kind == "param":
         data = callee.params[keep, src.offset: src.offset + src.size]
     else:
-        data = np.ascontiguousarray(callee.regs[src.slot][keep]).view(np.uint8).reshape(len(keep), -1)
+        regs = np.ascontiguousarray(callee.regs[src.slot][keep])
+        data = regs.view(np.uint8).reshape(len(keep), -1)
     if move.kind == "param":
         width = min(move.size, data.shape[1])
         fr.params[dst_lanes, move.offset: move.offset + width] = data[:, :width]
@@ -86,6 +87,7 @@ def copy_out(callee: Frame, keep: np.ndarray, src: Binding, fr: Frame, dst_lanes
         width = move.dtype.itemsize
         padded = np.zeros((len(keep), max(width, data.shape[1])), dtype=np.uint8)
         padded[:, : data.shape[1]] = data
-        fr.regs[move.slot][dst_lanes] = np.ascontiguousarray(padded[:, :width]).view(move.dtype).reshape(-1)
+        values = np.ascontiguousarray(padded[:, :width]).view(move.dtype).reshape(-1)
+        fr.regs[move.slot][dst_lanes] = values
     else:
         raise DecodeError("a call cannot return into an immediate")

@@ -52,7 +52,8 @@ def build_call(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         ctx.code.callees.add(b.name)
         function = b.node
         if function.body is None:
-            return guard_control(ctx, instr, builtin_call(ctx, instr, function, arg_moves, ret_moves))
+            body = builtin_call(ctx, instr, function, arg_moves, ret_moves)
+            return guard_control(ctx, instr, body)
 
         name = b.name
 
@@ -95,8 +96,8 @@ def _joining(op: Op) -> Op:
 
     Before the callee runs for a group of lanes, lanes already waiting at
     this call join the group; if other runnable lanes of the frame can still
-    reach the call without a loop's back edge (:mod:`gpusafe.cpu.call_gathering`), the group
-    waits (state CALL) for them.  Lanes whose guard is false take part in the
+    reach the call without a loop's back edge (:mod:`gpusafe.cpu.call_gathering`),
+    the group waits (state CALL) for them.  Lanes whose guard is false take part in the
     gathering like the others, then skip the call."""
     inner = op.run
 

@@ -19,7 +19,7 @@ returns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from .decoded import (
     align_up,
 )
 from .errors import UnsupportedInstruction
-from .frames import ALL, DONE, EXIT
+from .frames import ALL, DONE, EXIT, Frame
 from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from .operands import (
     Reader,
@@ -51,9 +51,6 @@ from .operands import (
 )
 from .ptx_types import DTYPES, UNSIGNED, dtype_of
 from .special_registers import is_special, special_reader
-
-if TYPE_CHECKING:
-    from .frames import Frame
 
 Builder = Callable[["DecodeContext", nodes.Instruction], Op]
 """Decodes one instruction (:mod:`gpusafe.cpu.instructions` dispatches by opcode)."""

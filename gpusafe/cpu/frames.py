@@ -231,4 +231,5 @@ class Frame:
 
     def describe_lane(self, i: int) -> str:
         thread, block = self.launch.info.thread_of(int(self.global_ids(np.array([i]))[0]))
-        return f"block ({block[0]}, {block[1]}, {block[2]}), thread ({thread[0]}, {thread[1]}, {thread[2]})"
+        return (f"block ({block[0]}, {block[1]}, {block[2]}), "
+                f"thread ({thread[0]}, {thread[1]}, {thread[2]})")

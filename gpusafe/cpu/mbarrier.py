@@ -48,14 +48,17 @@ def _fields(state: np.ndarray) -> tuple[np.ndarray, ...]:
             state >> _PHASE_SHIFT)
 
 
-def _pack(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray, phase: np.ndarray) -> np.ndarray:
+def _pack(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray,
+          phase: np.ndarray) -> np.ndarray:
     return ((pending & _COUNT) | ((expected & _COUNT) << _EXPECTED_SHIFT)
             | ((tx & _TX) << _TX_SHIFT) | ((phase & _U(1)) << _PHASE_SHIFT))
 
 
-def _complete(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray, phase: np.ndarray) -> np.ndarray:
+def _complete(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray,
+              phase: np.ndarray) -> np.ndarray:
     done = (pending == 0) & (tx == 0)
-    return _pack(np.where(done, expected, pending), expected, tx, np.where(done, phase ^ _U(1), phase))
+    return _pack(np.where(done, expected, pending), expected, tx,
+                 np.where(done, phase ^ _U(1), phase))
 
 
 def _arrive_update(drop: bool) -> Any:
@@ -77,7 +80,8 @@ def _tx_update(sign: int) -> Any:
     return update
 
 
-def _address(ctx: DecodeContext, instr: nodes.Instruction, operand: nodes.Operand) -> tuple[str, Any]:
+def _address(ctx: DecodeContext, instr: nodes.Instruction,
+             operand: nodes.Operand) -> tuple[str, Any]:
     space = "generic"
     for m in instr.modifiers[1:]:
         if m in _SPACES:
@@ -147,7 +151,8 @@ def build_mbarrier(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
             tx = ctx.reader(ops[2], "u32")
         elif len(ops) == 3:
             count = ctx.reader(ops[2], "u32")
-        return _rmw(ctx, instr, space, addr, _arrive_update(op == "arrive_drop"), [count, tx], write)
+        update = _arrive_update(op == "arrive_drop")
+        return _rmw(ctx, instr, space, addr, update, [count, tx], write)
     if op in ("expect_tx", "complete_tx"):
         space, addr = _address(ctx, instr, ops[0])
         amount = ctx.reader(ops[1], "u32")

@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from .frames import Frame
 from .ptx_types import DTYPES, SIGNED, UNSIGNED, dtype_of, is_signed
 
-if TYPE_CHECKING:
-    from .frames import Frame
-
-Reader = Callable[["Frame", Any, int], np.ndarray]
-Writer = Callable[["Frame", Any, np.ndarray], None]
+Reader = Callable[[Frame, Any, int], np.ndarray]
+Writer = Callable[[Frame, Any, np.ndarray], None]
 
 
 def convert_bits(values: np.ndarray, to: np.dtype, signed: bool) -> np.ndarray:
@@ -68,7 +66,8 @@ def immediate_bits(text: str, value: int | float, ptx_type: str) -> np.ndarray:
                 bits = struct.unpack("<I", struct.pack("<f", value))[0]
             else:
                 bits = struct.unpack("<Q", struct.pack("<d", value))[0]
-            return np.array(bits & ((1 << (8 * dt.itemsize)) - 1), dtype=UNSIGNED[dt.itemsize]).view(dt)
+            bits &= (1 << (8 * dt.itemsize)) - 1
+            return np.array(bits, dtype=UNSIGNED[dt.itemsize]).view(dt)
         mask = (1 << (8 * dt.itemsize)) - 1
         return np.array(int(value) & mask, dtype=UNSIGNED[dt.itemsize]).view(dt)
     with np.errstate(over="ignore"):

@@ -221,7 +221,8 @@ class Program(ModuleSymbols):
         if code.errors:
             line, opcode, reason = code.errors[0]
             if code.name != kernel:
-                reason = f"{reason}; in function {code.name}" if reason else f"in function {code.name}"
+                where = f"in function {code.name}"
+                reason = f"{reason}; {where}" if reason else where
             raise UnsupportedInstruction(kernel, line, opcode, reason)
 
     # -- kernels ---------------------------------------------------------------
@@ -327,7 +328,8 @@ class Program(ModuleSymbols):
         _check_config(info, grid, block, shared_bytes, params)
         function = self._functions[kernel]
         for directive, values in function.directives:
-            if directive in (".reqnctapercluster", ".explicitcluster") and int(np.prod(values or (2,))) > 1:
+            clustered = directive in (".reqnctapercluster", ".explicitcluster")
+            if clustered and int(np.prod(values or (2,))) > 1:
                 raise UnsupportedInstruction(kernel, function.line, directive,
                                              "thread block clusters")
         for name in self._closure(kernel):
@@ -344,8 +346,8 @@ class Program(ModuleSymbols):
             dynamic_shared=shared_bytes, shared_window=window, local_size=info.local_size,
         )
         code = self.code(kernel)
-        launch = Launch(self.memory, code, launch_info, bytes(params), layout.offsets, list(observers),
-                        stdout, next(_grid_ids))
+        launch = Launch(self.memory, code, launch_info, bytes(params), layout.offsets,
+                        list(observers), stdout, next(_grid_ids))
         launch.reserved_shared = layout.reserved
         for o in observers:
             o.kernel_begin(launch_info)
@@ -401,7 +403,8 @@ def _module_index(ptx_text: str) -> _ModuleIndex:
 
 
 _ADDRESS_INIT = re.compile(r"(generic\()?\s*([A-Za-z_$%][\w$.]*)\s*(\))?\s*([+-]\s*\d+)?")
-_NUMERIC = re.compile(r"-?(0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|[0-9.]+(?:[eE][+-]?\d+)?U?)")
+_NUMERIC = re.compile(
+    r"-?(0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|[0-9.]+(?:[eE][+-]?\d+)?U?)")
 
 
 def _flatten(init: Any) -> list[str]:
@@ -458,7 +461,8 @@ def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
     try:
         dims = tuple(int(v) for v in value)
     except (TypeError, ValueError):
-        raise LaunchConfigError(f"{what} dimensions must be three integers, got {value!r}") from None
+        raise LaunchConfigError(
+            f"{what} dimensions must be three integers, got {value!r}") from None
     if len(dims) != 3:
         raise LaunchConfigError(f"{what} dimensions must be three integers, got {value!r}")
     return dims  # type: ignore[return-value]

@@ -1,7 +1,8 @@
 """Special registers (``%tid.x``, ``%laneid``, ``%clock64``, ...).
 
 Per-lane values are computed once per chunk of blocks
-(:class:`~gpusafe.cpu.frames.Chunk`) and gathered once per frame; uniform values are scalars.  ``%clock``,
+(:class:`~gpusafe.cpu.frames.Chunk`) and gathered once per frame; uniform
+values are scalars.  ``%clock``,
 ``%clock64`` and ``%globaltimer`` are read fresh every time (they only have
 to be monotonic).
 """
@@ -9,15 +10,13 @@ to be monotonic).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from .frames import Chunk, Frame, Launch
 from .operands import Reader, convert_bits
 from .ptx_types import dtype_of, is_signed
-
-if TYPE_CHECKING:
-    from .frames import Chunk, Frame, Launch
 
 NSMID = 80
 """Number of SMs the CPU device pretends to have (``%nsmid``)."""

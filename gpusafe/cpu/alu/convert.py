@@ -96,7 +96,8 @@ def encode_small(y: np.ndarray, fmt: fp.Fmt) -> np.ndarray:
         _m, e = np.frexp(ay)
         normal = ay >= fmt.tiny
         exp_field = np.where(normal, e - 1 + bias, 0)
-        mant = np.where(normal, np.ldexp(ay, -(e - 1)) - 1.0, np.ldexp(ay, -fmt.emin)) * (1 << mbits)
+        scaled = np.where(normal, np.ldexp(ay, -(e - 1)) - 1.0, np.ldexp(ay, -fmt.emin))
+        mant = scaled * (1 << mbits)
         mant = np.where(np.isfinite(mant), mant, 0).astype(np.int64)
         bits = (exp_field.astype(np.int64) << mbits) | mant
         if fmt.has_inf:

@@ -58,7 +58,8 @@ def _has_cig(params: CUctxCreateParams) -> bool:
 class ContextCalls(DriverBase):
     @api(1)
     def cuCtxCreate(self, *args: Any, **kwargs: Any) -> CUcontext:
-        """Both signatures: cuda-python 13 ``(ctxCreateParams, flags, dev)`` and 12.x ``(flags, dev)``."""
+        """Both signatures: cuda-python 13 ``(ctxCreateParams, flags, dev)`` and
+        12.x ``(flags, dev)``."""
         bound = _bind_create_args(args, kwargs)
         params = bound["ctxCreateParams"]
         if params is not None and not isinstance(params, CUctxCreateParams):
@@ -90,7 +91,8 @@ class ContextCalls(DriverBase):
             raise Fail(E.CUDA_ERROR_INVALID_CONTEXT, f"context {h:#x} is not a valid context")
         if obj.primary:
             raise Fail(E.CUDA_ERROR_INVALID_CONTEXT,
-                       "a primary context is released with cuDevicePrimaryCtxRelease, not destroyed")
+                       "a primary context is released with cuDevicePrimaryCtxRelease, "
+                       "not destroyed")
         self._destroy_context(obj)
 
     @api(0)

@@ -170,7 +170,8 @@ class CopyCalls(DriverBase):
 
     @api(0)
     def cuMemcpy(self, dst: Any, src: Any, ByteCount: Any) -> None:
-        """Unified-address copy: an address inside a device allocation is device memory, any other is host."""
+        """Unified-address copy: an address in the device's arena is device
+        memory, any other is host."""
         self._unified(dst, src, ByteCount, None, "cuMemcpy")
 
     @api(0)

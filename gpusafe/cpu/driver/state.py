@@ -186,7 +186,7 @@ class DriverBase:
             return old
 
     def set_launch_stdout(self, stream: TextIO | None) -> TextIO | None:
-        """Where device ``printf`` output goes (None: the executor's default); returns the old one."""
+        """Where device ``printf`` output goes (None: standard output); returns the old one."""
         with self._lock:
             old, self._stdout = self._stdout, stream
             return old
