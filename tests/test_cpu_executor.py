@@ -757,7 +757,7 @@ def test_shuffle_inside_a_device_function_called_by_part_of_a_warp(options) -> N
 def test_atomics_on_one_address_follow_lane_order() -> None:
     """Many lanes on a few addresses: the old values are those of applying the
     updates one lane at a time, in lane order, for every atomic operation."""
-    from gpusafe.cpu.memory_ops import _update_fn, atomic_update
+    from gpusafe.cpu.atomics import atomic_update, update_fn
 
     rg = np.random.default_rng(0)
     for op in ["add", "min", "max", "and", "or", "xor", "exch", "cas", "inc", "dec"]:
@@ -767,7 +767,7 @@ def test_atomics_on_one_address_follow_lane_order() -> None:
             idx = rg.integers(0, int(rg.integers(1, 6)), n)
             vals = (rg.integers(0, 25, n) if trial % 2 else np.full(n, rg.integers(0, 25))).astype(np.uint32)
             args = [rg.integers(0, 25, n).astype(np.uint32), vals] if op == "cas" else [vals]
-            update, accumulate = _update_fn(op, "u32")
+            update, accumulate = update_fn(op, "u32")
             got_view = view.copy()
             got = atomic_update(got_view, idx, args, update, accumulate)
             ref_view = view.copy()

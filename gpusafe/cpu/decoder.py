@@ -10,32 +10,38 @@ An instruction the CPU device cannot execute does not stop decoding: the
 error is recorded (:attr:`FunctionCode.errors`) and raised when a kernel that
 can reach the function is launched, so the other kernels of the module run.
 
-Each decoded instruction is an :class:`Op`: *simple* ops (``simple=True``) run
-as ``run(frame, act, nact)`` and fall through to the next instruction;
-*control* ops run as ``run(frame, act, nact, pc) -> (act, nact, pc)`` and tell
-the scheduler where the lanes go (``act=None``: ask the scheduler).
+What each opcode becomes is the instruction builders' business
+(:mod:`gpusafe.cpu.instructions` dispatches); the decoder hands them a
+:class:`DecodeContext` and collects the :class:`~gpusafe.cpu.decoded.Op` each
+returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
-from instrument.query import ParamSlot, param_layout
+from instrument.query import param_layout
 
+from .decoded import (
+    FRAME_PARAM_FLAG,
+    Binding,
+    DecodeError,
+    FunctionCode,
+    ModuleSymbols,
+    Op,
+    align_up,
+)
 from .errors import UnsupportedInstruction
+from .frames import ALL, DONE, EXIT, Frame
 from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from .operands import (
-    ALL,
-    UNSIGNED,
     Reader,
     Writer,
     const_reader,
-    dtype_of,
     immediate_bits,
     negate,
     register_reader,
@@ -43,92 +49,11 @@ from .operands import (
     sink_writer,
     value_reader,
 )
+from .ptx_types import DTYPES, UNSIGNED, dtype_of
 from .special_registers import is_special, special_reader
 
-if TYPE_CHECKING:
-    from .executor import Frame
-
-FRAME_PARAM_FLAG = 1 << 40
-"""Set in a ``.param``-space address that names the frame's own per-lane param
-area (call arguments, a function's parameters); clear for kernel parameters."""
-
-
-class DecodeError(Exception):
-    """An instruction that cannot be decoded (becomes UnsupportedInstruction)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(eq=False)
-class Op:
-    simple: bool
-    run: Callable[..., Any]
-    instr: nodes.Instruction | None
-    # control flow, for the scheduler's analysis of the function (a simple op
-    # falls through and jumps nowhere):
-    jumps: tuple[int, ...] = ()  # instruction indices it may branch to
-    falls: bool = True  # whether lanes may continue at the next instruction
-    joins: bool = False  # a call: lanes that can still reach it run it together
-
-
-@dataclass
-class Binding:
-    """What a name means inside a function."""
-
-    kind: str  # reg | local | param | kparam | shared | global | func | proto | label
-    name: str = ""
-    slot: int = -1
-    dtype: np.dtype | None = None
-    offset: int = 0
-    size: int = 0
-    key: Any = None
-    address: int = 0
-    space: str = ""
-    node: Any = None
-
-
-ParamLayout = ParamSlot
-"""A kernel parameter's place in the parameter buffer (``instrument.query``)."""
-
-
-def align_up(value: int, align: int) -> int:
-    return (value + align - 1) // align * align
-
-
-@dataclass
-class FunctionCode:
-    name: str
-    function: nodes.Function
-    ops: list[Op] = field(default_factory=list)
-    reg_dtypes: list[np.dtype] = field(default_factory=list)
-    reg_names: list[str] = field(default_factory=list)
-    local_size: int = 0
-    param_size: int = 0
-    params: list[Binding] = field(default_factory=list)
-    returns: list[Binding] = field(default_factory=list)
-    callees: set[str] = field(default_factory=set)
-    errors: list[tuple[int, str, str]] = field(default_factory=list)
-    flow: Any = None  # the executor's control-flow analysis, built on first need
-
-    @property
-    def is_kernel(self) -> bool:
-        return self.function.is_kernel
-
-    @property
-    def register_bytes(self) -> int:
-        return sum(dt.itemsize for dt in self.reg_dtypes)
-
-
-class ModuleSymbols:
-    """What the decoder needs to know about the module (implemented by Program)."""
-
-    def module_binding(self, name: str) -> Binding | None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def function_variable(self, function: str, var: nodes.Variable) -> Binding:
-        raise NotImplementedError  # pragma: no cover - interface
+Builder = Callable[["DecodeContext", nodes.Instruction], Op]
+"""Decodes one instruction (:mod:`gpusafe.cpu.instructions` dispatches by opcode)."""
 
 
 class DecodeContext:
@@ -157,7 +82,7 @@ class DecodeContext:
 
     def new_register(self, name: str, ptx_type: str) -> Binding:
         t = ptx_type.lstrip(".")
-        if t not in ("pred",) and t not in _REGISTER_TYPES:
+        if t not in _REGISTER_TYPES:
             raise DecodeError(f"registers of type .{t}")
         slot = len(self.code.reg_dtypes)
         dt = dtype_of(t)
@@ -302,17 +227,17 @@ class DecodeContext:
         return b.node
 
 
-_REGISTER_TYPES = {
-    "b8", "u8", "s8", "b16", "u16", "s16", "f16", "bf16", "b32", "u32", "s32", "f32", "f16x2",
-    "bf16x2", "b64", "u64", "s64", "f64", "pred", "tf32", "e4m3x2", "e5m2x2",
-}
+_REGISTER_TYPES = frozenset(DTYPES) - {"u16x2", "s16x2"}
+"""Types a ``.reg`` may be declared with (the packed integer pairs live in ``.b32``)."""
 
 
 # ---------------------------------------------------------------------------
 # the walk over a function body
 
 
-def decode_function(symbols: ModuleSymbols, function: nodes.Function) -> FunctionCode:
+def decode_function(symbols: ModuleSymbols, function: nodes.Function,
+                    build: Builder) -> FunctionCode:
+    """Decode ``function``; ``build`` decodes each instruction."""
     code = FunctionCode(function.name, function)
     ctx = DecodeContext(symbols, code)
     fn_name = function.name
@@ -378,12 +303,13 @@ def decode_function(symbols: ModuleSymbols, function: nodes.Function) -> Functio
         else:
             code.errors.append((var.line, space, f"variables in {space}"))
 
-    walk(function.body or [])
+    for statement in function.body or []:
+        code.op_of_statement.append(len(flat))
+        walk([statement])
+    code.op_of_statement.append(len(flat))
     code.local_size = align_up(code.local_size, 16)
 
     # pass 2: build the ops
-    from .instructions import build  # the per-opcode builders
-
     for instr, scopes in flat:
         ctx.scopes = scopes
         ctx.instr = instr
@@ -397,10 +323,19 @@ def decode_function(symbols: ModuleSymbols, function: nodes.Function) -> Functio
             op = _raising_op(instr, e.reason)
         code.ops.append(op)
     ctx.instr = None
-    from .executor import implicit_return
-
     code.ops.append(implicit_return(function))
     return code
+
+
+def implicit_return(function: nodes.Function) -> Op:
+    """The return at the end of every function body (falling off the end)."""
+    state = EXIT if function.is_kernel else DONE
+
+    def run(fr: Frame, act: Any, nact: int, cur: int) -> tuple[Any, int, int]:
+        fr.state[act] = state
+        return None, 0, 0
+
+    return Op(False, run, None, falls=False)
 
 
 def _raising_op(instr: nodes.Instruction, reason: str) -> Op:

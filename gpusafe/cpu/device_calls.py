@@ -7,20 +7,20 @@ Lanes are served in global thread order, so printf output is deterministic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
 
-from .decoder import DecodeContext, DecodeError
+from .call_operands import CallOperand, arg_bytes
+from .decoded import DecodeError
+from .decoder import DecodeContext
 from .errors import AssertError, IllegalAddress, InvalidAddress, TrapError
+from .frames import Frame, as_index
 from .memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from .operands import as_index
 from .printf import format_printf
-
-if TYPE_CHECKING:
-    from .executor import Frame
+from .ptx_types import UNSIGNED
 
 
 def read_generic(fr: Frame, i: int, address: int, size: int) -> bytes:
@@ -62,7 +62,8 @@ def read_cstring(fr: Frame, i: int, address: int, limit: int = 1 << 16) -> bytes
     return bytes(out)
 
 
-def _vprintf(fr: Frame, idx: np.ndarray, args: list[np.ndarray], instr: nodes.Instruction) -> np.ndarray:
+def _vprintf(fr: Frame, idx: np.ndarray, args: list[np.ndarray],
+             instr: nodes.Instruction) -> np.ndarray:
     out = fr.launch.out()
     result = np.zeros(len(idx), dtype=np.uint64)
     for k, i in enumerate(idx):
@@ -76,7 +77,8 @@ def _vprintf(fr: Frame, idx: np.ndarray, args: list[np.ndarray], instr: nodes.In
     return result
 
 
-def _malloc(fr: Frame, idx: np.ndarray, args: list[np.ndarray], instr: nodes.Instruction) -> np.ndarray:
+def _malloc(fr: Frame, idx: np.ndarray, args: list[np.ndarray],
+            instr: nodes.Instruction) -> np.ndarray:
     memory = fr.launch.memory
     result = np.zeros(len(idx), dtype=np.uint64)
     for k, size in enumerate(args[0]):
@@ -99,7 +101,8 @@ def _free(fr: Frame, idx: np.ndarray, args: list[np.ndarray], instr: nodes.Instr
     return None
 
 
-def _assertfail(fr: Frame, idx: np.ndarray, args: list[np.ndarray], instr: nodes.Instruction) -> None:
+def _assertfail(fr: Frame, idx: np.ndarray, args: list[np.ndarray],
+                instr: nodes.Instruction) -> None:
     out = fr.launch.out()
     first = None
     for k, i in enumerate(idx):
@@ -126,9 +129,8 @@ _BUILTINS = {
 
 
 def builtin_call(ctx: DecodeContext, instr: nodes.Instruction, function: nodes.Function,
-                 arg_moves: list, ret_moves: list) -> Any:
-    from .executor import _arg_bytes
-
+                 arg_moves: list[CallOperand], ret_moves: list[CallOperand]) -> Any:
+    """The control op's body of a call to a runtime-provided external function."""
     impl = _BUILTINS.get(function.name)
     if impl is None:
         raise DecodeError(f"call to the external function {function.name}, which the CPU "
@@ -138,18 +140,17 @@ def builtin_call(ctx: DecodeContext, instr: nodes.Instruction, function: nodes.F
         raise DecodeError(f"{function.name} called with {len(arg_moves)} arguments, "
                           f"declared with {len(sizes)}")
     ret_size = function.returns[0].size if function.returns else 0
-    unsigned = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
     def run(fr: Frame, act: Any, nact: int, cur: int) -> tuple[Any, int, int]:
         idx = as_index(act, fr.n)
         args = []
         for move, size in zip(arg_moves, sizes, strict=True):
-            raw = np.ascontiguousarray(_arg_bytes(fr, idx, move, size))
-            args.append(raw.view(unsigned[size]).reshape(-1).astype(np.uint64))
+            raw = np.ascontiguousarray(arg_bytes(fr, idx, move, size))
+            args.append(raw.view(UNSIGNED[size]).reshape(-1).astype(np.uint64))
         result = impl(fr, idx, args, instr)
         if ret_moves and result is not None and ret_size:
             move = ret_moves[0]
-            data = result.astype(unsigned[ret_size]).view(np.uint8).reshape(len(idx), ret_size)
+            data = result.astype(UNSIGNED[ret_size]).view(np.uint8).reshape(len(idx), ret_size)
             if move.kind == "param":
                 fr.params[idx, move.offset: move.offset + ret_size] = data[:, : move.size]
             elif move.kind == "reg":

@@ -152,13 +152,15 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_NOT_MAPPED_AS_POINTER": "resource not mapped as pointer",
     "CUDA_ERROR_ECC_UNCORRECTABLE": "uncorrectable ECC error encountered",
     "CUDA_ERROR_UNSUPPORTED_LIMIT": "limit is not supported on this architecture",
-    "CUDA_ERROR_CONTEXT_ALREADY_IN_USE": "exclusive-thread device already in use by a different thread",
+    "CUDA_ERROR_CONTEXT_ALREADY_IN_USE": ("exclusive-thread device already in use by a different "
+                                          "thread"),
     "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED": "peer access is not supported between these two devices",
     "CUDA_ERROR_INVALID_PTX": "a PTX JIT compilation failed",
     "CUDA_ERROR_INVALID_GRAPHICS_CONTEXT": "invalid OpenGL or DirectX context",
     "CUDA_ERROR_NVLINK_UNCORRECTABLE": "uncorrectable NVLink error detected during the execution",
     "CUDA_ERROR_JIT_COMPILER_NOT_FOUND": "PTX JIT compiler library not found",
-    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the provided PTX was compiled with an unsupported toolchain.",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": ("the provided PTX was compiled with an unsupported "
+                                           "toolchain."),
     "CUDA_ERROR_JIT_COMPILATION_DISABLED": "PTX JIT compilation was disabled",
     "CUDA_ERROR_INVALID_SOURCE": "device kernel image is invalid",
     "CUDA_ERROR_FILE_NOT_FOUND": "file not found",
@@ -179,8 +181,10 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_CONTEXT_IS_DESTROYED": "context is destroyed",
     "CUDA_ERROR_ASSERT": "device-side assert triggered",
     "CUDA_ERROR_TOO_MANY_PEERS": "peer mapping resources exhausted",
-    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED": "part or all of the requested memory range is already mapped",
-    "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED": "pointer does not correspond to a registered memory region",
+    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED":
+        "part or all of the requested memory range is already mapped",
+    "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED": ("pointer does not correspond to a registered memory "
+                                              "region"),
     "CUDA_ERROR_HARDWARE_STACK_ERROR": "hardware stack error",
     "CUDA_ERROR_ILLEGAL_INSTRUCTION": "an illegal instruction was encountered",
     "CUDA_ERROR_MISALIGNED_ADDRESS": "misaligned address",
@@ -191,10 +195,13 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_NOT_PERMITTED": "operation not permitted",
     "CUDA_ERROR_NOT_SUPPORTED": "operation not supported",
     "CUDA_ERROR_SYSTEM_NOT_READY": "system not yet initialized",
-    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": "system has unsupported display driver / cuda driver combination",
-    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": "forward compatibility was attempted on non supported HW",
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": ("system has unsupported display driver / cuda driver "
+                                          "combination"),
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE":
+        "forward compatibility was attempted on non supported HW",
     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": "operation not permitted when stream is capturing",
-    "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED": "operation failed due to a previous error during capture",
+    "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED": ("operation failed due to a previous error during "
+                                              "capture"),
     "CUDA_ERROR_TIMEOUT": "wait operation timed out",
     "CUDA_ERROR_UNKNOWN": "unknown error",
 }

@@ -55,9 +55,9 @@ class MemoryEvent:
     ``generic`` holds the generic addresses the program used when it accessed
     the memory through a generic pointer (None otherwise).  ``window`` is the
     end of the valid window for shared (the block's) and local (the thread's
-    current stack: its frames so far) accesses, ``window_base`` its start.  ``width`` is the bytes each
-    lane accesses (a whole vector for ``ld.v4``).  ``lanes`` are global linear
-    thread ids.
+    current stack: its frames so far) accesses, ``window_base`` its start.
+    ``width`` is the bytes each lane accesses (a whole vector for ``ld.v4``).
+    ``lanes`` are global linear thread ids.
     """
 
     space: str  # "global" | "shared" | "local" | "const"

@@ -1,36 +1,48 @@
-"""Which builder decodes which instruction: the dispatch of the decoder.
+"""Which builder decodes which instruction: the CPU device's instruction set.
 
 ALU instructions (arithmetic, logic, conversions, comparisons, ``mov``) get
-their per-lane semantics from :mod:`gpusafe.cpu.alu`; memory, control and
-warp-level instructions have builders of their own.
+their per-lane semantics from :mod:`gpusafe.cpu.alu`; memory, control,
+barrier, call and warp-level instructions have builders of their own, each in
+the module of its job.  :func:`build` is the :data:`~gpusafe.cpu.decoder.Builder`
+the loader hands the decoder, so the decoder itself knows no opcode.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from instrument import nodes
 
-from . import executor, mbarrier, memory_ops, warp_ops
-from .decoder import DecodeContext, DecodeError, Op, guard_simple, pack_reader, unpack_writer
+from . import alu, barriers, calls, control_ops, mbarrier, memory_ops, warp_ops
+from .decoded import DecodeError, Op
+from .decoder import Builder, DecodeContext, guard_simple, pack_reader, unpack_writer
+from .frames import Frame
 from .operands import sink_writer
 
-if TYPE_CHECKING:
-    from .executor import Frame
-
-Builder = Callable[[DecodeContext, nodes.Instruction], Op]
+_noop = control_ops.build_noop
 
 
-def _noop(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
-    return executor.build_noop(ctx, instr)
+def _barrier(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
+    """``bar.warp.sync`` is warp-level; every other ``bar``/``barrier`` is block-wide."""
+    if "warp" in instr.modifiers:
+        return warp_ops.build_warp_sync(ctx, instr)
+    return barriers.build_barrier(ctx, instr)
+
+
+def _cp(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
+    mods = instr.modifiers
+    if mods[:1] != ("async",):
+        raise DecodeError("only cp.async is supported")
+    if mods[1:2] == ("mbarrier",):
+        return mbarrier.build_cp_async_mbarrier_arrive(ctx, instr)
+    return memory_ops.build_cp_async(ctx, instr)
 
 
 def _createpolicy(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
     """A cache policy is only a hint: every policy is 0."""
-    import numpy as np
-
     write = ctx.writer(instr.operands[0], "b64")
 
     def run(fr: Frame, act: Any, nact: int) -> None:
@@ -40,14 +52,14 @@ def _createpolicy(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
 
 
 _BUILDERS: dict[str, Builder] = {
-    "bra": executor.build_bra,
-    "brx": executor.build_brx,
-    "call": executor.build_call,
-    "ret": executor.build_ret,
-    "exit": executor.build_exit,
-    "trap": executor.build_trap,
-    "bar": executor.build_barrier,
-    "barrier": executor.build_barrier,
+    "bra": control_ops.build_bra,
+    "brx": control_ops.build_brx,
+    "call": calls.build_call,
+    "ret": control_ops.build_ret,
+    "exit": control_ops.build_exit,
+    "trap": control_ops.build_trap,
+    "bar": _barrier,
+    "barrier": _barrier,
     "membar": _noop,
     "fence": _noop,
     "nanosleep": _noop,
@@ -64,6 +76,7 @@ _BUILDERS: dict[str, Builder] = {
     "st": memory_ops.build_st,
     "atom": memory_ops.build_atom,
     "red": memory_ops.build_atom,
+    "cp": _cp,
     "cvta": memory_ops.build_cvta,
     "isspacep": memory_ops.build_isspacep,
     "shfl": warp_ops.build_shfl,
@@ -82,10 +95,6 @@ def build(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
     builder = _BUILDERS.get(op)
     if builder is not None:
         return builder(ctx, instr)
-    if op == "cp":
-        if instr.modifiers[:1] != ("async",):
-            raise DecodeError("only cp.async is supported")
-        return memory_ops.build_cp_async(ctx, instr)
     if op == "mov" and any(isinstance(o, nodes.Vector) for o in instr.operands):
         return _build_mov_vector(ctx, instr)
     return _build_alu(ctx, instr)
@@ -125,8 +134,6 @@ def _cc_write(fr: Frame, act: Any, values: Any) -> None:
 @functools.lru_cache(maxsize=8192)
 def _alu_op(opcode: str, n_operands: int, carry: bool) -> Any:
     """The ALU's decoding of an opcode, once per distinct spelling."""
-    from . import alu
-
     try:
         return alu.alu_op(opcode, n_operands, carry=carry)
     except alu.UnsupportedOpcode as e:

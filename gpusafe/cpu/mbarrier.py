@@ -17,19 +17,19 @@ lanes it waits for run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
 from instrument.kinds import AccessKind
 
-from .decoder import DecodeContext, DecodeError, Op, guard_simple
-from .memory_ops import _plan, atomic_update, load
+from .access import load, plan, store
+from .atomics import atomic_update
+from .decoded import DecodeError, Op
+from .decoder import DecodeContext, guard_simple
+from .frames import Frame
 from .operands import const_reader
-
-if TYPE_CHECKING:
-    from .executor import Frame
 
 _U = np.uint64
 _COUNT = _U((1 << 20) - 1)
@@ -48,14 +48,17 @@ def _fields(state: np.ndarray) -> tuple[np.ndarray, ...]:
             state >> _PHASE_SHIFT)
 
 
-def _pack(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray, phase: np.ndarray) -> np.ndarray:
+def _pack(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray,
+          phase: np.ndarray) -> np.ndarray:
     return ((pending & _COUNT) | ((expected & _COUNT) << _EXPECTED_SHIFT)
             | ((tx & _TX) << _TX_SHIFT) | ((phase & _U(1)) << _PHASE_SHIFT))
 
 
-def _complete(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray, phase: np.ndarray) -> np.ndarray:
+def _complete(pending: np.ndarray, expected: np.ndarray, tx: np.ndarray,
+              phase: np.ndarray) -> np.ndarray:
     done = (pending == 0) & (tx == 0)
-    return _pack(np.where(done, expected, pending), expected, tx, np.where(done, phase ^ _U(1), phase))
+    return _pack(np.where(done, expected, pending), expected, tx,
+                 np.where(done, phase ^ _U(1), phase))
 
 
 def _arrive_update(drop: bool) -> Any:
@@ -77,7 +80,8 @@ def _tx_update(sign: int) -> Any:
     return update
 
 
-def _address(ctx: DecodeContext, instr: nodes.Instruction, operand: nodes.Operand) -> tuple[str, Any]:
+def _address(ctx: DecodeContext, instr: nodes.Instruction,
+             operand: nodes.Operand) -> tuple[str, Any]:
     space = "generic"
     for m in instr.modifiers[1:]:
         if m in _SPACES:
@@ -92,7 +96,7 @@ def _rmw(ctx: DecodeContext, instr: nodes.Instruction, space: str, addr: Any, up
     def run(fr: Frame, act: Any, nact: int) -> None:
         addrs = addr(fr, act, nact)
         args = [np.ascontiguousarray(s(fr, act, nact), dtype=dtype) for s in sources]
-        parts = _plan(fr, instr, act, nact, space, addrs, 8, AccessKind.ATOMIC)
+        parts = plan(fr, instr, act, nact, space, addrs, 8, AccessKind.ATOMIC)
         old = np.zeros(nact, dtype=dtype)
         for p in parts:
             sub = args if p.pos is None else [a[p.pos] for a in args]
@@ -147,7 +151,8 @@ def build_mbarrier(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
             tx = ctx.reader(ops[2], "u32")
         elif len(ops) == 3:
             count = ctx.reader(ops[2], "u32")
-        return _rmw(ctx, instr, space, addr, _arrive_update(op == "arrive_drop"), [count, tx], write)
+        update = _arrive_update(op == "arrive_drop")
+        return _rmw(ctx, instr, space, addr, update, [count, tx], write)
     if op in ("expect_tx", "complete_tx"):
         space, addr = _address(ctx, instr, ops[0])
         amount = ctx.reader(ops[1], "u32")
@@ -196,6 +201,4 @@ def build_cp_async_mbarrier_arrive(ctx: DecodeContext, instr: nodes.Instruction)
 
 def _store(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
            addrs: np.ndarray, values: np.ndarray) -> None:
-    from .memory_ops import store
-
     store(fr, instr, act, nact, space, addrs, np.dtype(np.uint64), values)

@@ -4,9 +4,11 @@ Global memory is an arena of stable 64-bit addresses starting at
 :data:`GLOBAL_BASE`.  Allocations are placed by a bump allocator and an address
 range is never handed out twice, so a stale pointer always lands in the record
 of the allocation it came from (live or freed), never in a newer one.  Each
-allocation is followed by a red zone of at least :data:`RED_ZONE` bytes that
-belongs to no allocation: a linear overflow lands outside every allocation,
-where the oracle sees it.
+allocation is followed by a red zone of at least ``red_zone`` bytes (default
+:data:`RED_ZONE`) that belongs to no allocation: a linear overflow lands
+outside every allocation, where the oracle sees it.  An allocator above that
+pads allocations itself (gpusafe's registry) asks for no red zone and no
+quarantine, so the policy applies once.
 
 The arena is backed by one buffer per allocation ("segment") covering the
 allocation and the gap up to the next one, so every address between
@@ -52,7 +54,9 @@ so an underflow of a local array is a local-out-of-bounds access."""
 NULL_PAGE = 0x1000
 """Addresses below this are the null page."""
 RED_ZONE = 256
-"""Minimum unallocated gap after every allocation."""
+"""Default minimum unallocated gap after every allocation."""
+QUARANTINE = 256 << 20
+"""Default bytes of freed allocations whose contents are kept."""
 SEGMENT_ALIGN = 256
 
 
@@ -106,8 +110,12 @@ class _Index:
 class DeviceMemory:
     """The global arena: allocation, host copies, and vectorised device access."""
 
-    def __init__(self, capacity: int = 16 << 30, *, quarantine: int = 256 << 20) -> None:
+    def __init__(self, capacity: int = 16 << 30, *, red_zone: int = RED_ZONE,
+                 quarantine: int = QUARANTINE) -> None:
+        if red_zone < 0 or quarantine < 0:
+            raise ValueError("the red zone and the quarantine cannot be negative")
         self.capacity = capacity
+        self.red_zone = red_zone
         self.quarantine = quarantine
         self.used = 0
         self._segments: list[_Segment] = []
@@ -148,7 +156,8 @@ class DeviceMemory:
             self._segments.append(
                 _Segment(self._top, base, np.zeros(base - self._top, np.uint8))
             )
-        end = base + _align_up(size + RED_ZONE, SEGMENT_ALIGN)
+        # at least one segment: every allocation has its own base address
+        end = base + max(_align_up(size + self.red_zone, SEGMENT_ALIGN), SEGMENT_ALIGN)
         allocation = Allocation(self._next_tag, base, size, True, label)
         self._next_tag += 1
         segment = _Segment(base, end, np.zeros(end - base, np.uint8), allocation)

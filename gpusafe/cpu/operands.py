@@ -1,10 +1,10 @@
-"""Operands of decoded instructions: PTX types, and the closures that read and
-write registers, immediates, special registers and symbol addresses.
+"""Operands of decoded instructions: the closures that read and write
+registers, immediates and symbol addresses.
 
 A *reader* is ``reader(frame, act, nact) -> ndarray`` giving one value per
-active lane, of exactly the numpy dtype of the PTX type it was built for; a
-*writer* is ``writer(frame, act, values)``.  ``act`` selects the active lanes
-of the frame: the slice ``ALL`` or an int64 index array.
+active lane, of exactly the numpy dtype of the PTX type it was built for
+(:mod:`gpusafe.cpu.ptx_types`); a *writer* is ``writer(frame, act, values)``.
+``act`` selects the active lanes of the frame (:mod:`gpusafe.cpu.frames`).
 
 Register storage is one array per register of the register's declared type.
 Reading a register as another type follows the PTX rules for operand sizes:
@@ -17,46 +17,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .executor import Frame
+from .frames import Frame
+from .ptx_types import DTYPES, SIGNED, UNSIGNED, dtype_of, is_signed
 
-ALL = slice(None)
-"""``act`` value meaning every lane of the frame."""
-
-Reader = Callable[["Frame", Any, int], np.ndarray]
-Writer = Callable[["Frame", Any, np.ndarray], None]
-
-DTYPES: dict[str, np.dtype] = {
-    "b8": np.dtype(np.uint8), "u8": np.dtype(np.uint8), "s8": np.dtype(np.int8),
-    "b16": np.dtype(np.uint16), "u16": np.dtype(np.uint16), "s16": np.dtype(np.int16),
-    "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16),
-    "e4m3x2": np.dtype(np.uint16), "e5m2x2": np.dtype(np.uint16),
-    "b32": np.dtype(np.uint32), "u32": np.dtype(np.uint32), "s32": np.dtype(np.int32),
-    "f32": np.dtype(np.float32), "f16x2": np.dtype(np.uint32), "bf16x2": np.dtype(np.uint32),
-    "tf32": np.dtype(np.uint32), "u16x2": np.dtype(np.uint32), "s16x2": np.dtype(np.uint32),
-    "b64": np.dtype(np.uint64), "u64": np.dtype(np.uint64), "s64": np.dtype(np.int64),
-    "f64": np.dtype(np.float64),
-    "pred": np.dtype(np.bool_),
-}
-"""numpy dtype of each PTX type (the ALU contract of docs/cpu-device.md)."""
-
-UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-            8: np.dtype(np.uint64)}
-SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32),
-          8: np.dtype(np.int64)}
-
-
-def dtype_of(ptx_type: str) -> np.dtype:
-    """numpy dtype of a PTX type written with or without its dot."""
-    return DTYPES[ptx_type.lstrip(".")]
-
-
-def is_signed(ptx_type: str) -> bool:
-    return ptx_type.lstrip(".")[0] == "s"
+Reader = Callable[[Frame, Any, int], np.ndarray]
+Writer = Callable[[Frame, Any, np.ndarray], None]
 
 
 def convert_bits(values: np.ndarray, to: np.dtype, signed: bool) -> np.ndarray:
@@ -97,7 +66,8 @@ def immediate_bits(text: str, value: int | float, ptx_type: str) -> np.ndarray:
                 bits = struct.unpack("<I", struct.pack("<f", value))[0]
             else:
                 bits = struct.unpack("<Q", struct.pack("<d", value))[0]
-            return np.array(bits & ((1 << (8 * dt.itemsize)) - 1), dtype=UNSIGNED[dt.itemsize]).view(dt)
+            bits &= (1 << (8 * dt.itemsize)) - 1
+            return np.array(bits, dtype=UNSIGNED[dt.itemsize]).view(dt)
         mask = (1 << (8 * dt.itemsize)) - 1
         return np.array(int(value) & mask, dtype=UNSIGNED[dt.itemsize]).view(dt)
     with np.errstate(over="ignore"):
@@ -171,10 +141,3 @@ def value_reader(get: Callable[[Frame], int], want: str) -> Reader:
         return np.broadcast_to(v, (nact,))
 
     return read
-
-
-def as_index(act: Any, n: int) -> np.ndarray:
-    """``act`` as an int64 index array."""
-    if isinstance(act, slice):
-        return np.arange(n, dtype=np.int64)
-    return act

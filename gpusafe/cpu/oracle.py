@@ -126,13 +126,15 @@ class Oracle(ObserverBase):
             nxt = prev + 1
             has_prev = prev >= 0
             has_next = nxt < len(ix.bases)
-            gap_prev = np.where(has_prev, a[outside] - ix.ends[np.maximum(prev, 0)], np.uint64(2**63))
+            gap_prev = np.where(has_prev, a[outside] - ix.ends[np.maximum(prev, 0)],
+                                np.uint64(2**63))
             gap_next = np.where(has_next, ix.bases[np.minimum(nxt, len(ix.bases) - 1)] - a[outside],
                                 np.uint64(2**63))
             nearest[outside] = np.where(gap_next < gap_prev, nxt, prev)
         return kinds, nearest
 
-    def _record(self, event: MemoryEvent, kinds: np.ndarray, alloc_index: np.ndarray | None) -> None:
+    def _record(self, event: MemoryEvent, kinds: np.ndarray,
+                alloc_index: np.ndarray | None) -> None:
         launch = self._launch
         bad = np.flatnonzero(kinds != _OK)
         if self.max_records is not None:
@@ -141,8 +143,10 @@ class Oracle(ObserverBase):
             bad = bad[:room]
         shown = event.generic if event.generic is not None else event.addresses
         space_kind = {
-            "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS, "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
-            "shared": ViolationKind.SHARED_OUT_OF_BOUNDS, "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
+            "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+            "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+            "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
+            "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
         }[event.space]
         names = {
             _NULL: ViolationKind.NULL_POINTER, _OOB: space_kind,

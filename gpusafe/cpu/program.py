@@ -22,23 +22,20 @@ from typing import Any, TextIO
 import numpy as np
 
 from instrument import nodes, ptx
+from instrument.query import ParamSlot, param_layout
 
-from .decoder import (
-    Binding,
-    FunctionCode,
-    ModuleSymbols,
-    ParamLayout,
-    align_up,
-    decode_function,
-    param_layout,
-)
+from .decoded import Binding, FunctionCode, ModuleSymbols, align_up
+from .decoder import decode_function
 from .errors import LaunchConfigError, UnsupportedInstruction
 from .events import LaunchInfo, Observer
-from .executor import Launch, run_launch
+from .frames import Launch
+from .instructions import build
 from .memory import FUNCTION_BASE, DeviceMemory
-from .operands import UNSIGNED, immediate_bits
+from .operands import immediate_bits
+from .ptx_types import UNSIGNED
+from .scheduler import run_launch
 
-__all__ = ["KernelInfo", "LaunchResult", "ParamLayout", "Program"]
+__all__ = ["KernelInfo", "LaunchResult", "Program"]
 
 MAX_SHARED = 227 * 1024
 """Most shared memory a block may have (static + dynamic), as on sm_90."""
@@ -49,7 +46,7 @@ _grid_ids = itertools.count(1)
 @dataclass
 class KernelInfo:
     name: str
-    params: list[ParamLayout]
+    params: list[ParamSlot]
     param_size: int
     static_shared: int
     local_size: int
@@ -213,7 +210,7 @@ class Program(ModuleSymbols):
     def code(self, name: str) -> FunctionCode:
         code = self._codes.get(name)
         if code is None:
-            code = decode_function(self, self._functions[name])
+            code = decode_function(self, self._functions[name], build)
             self._codes[name] = code
         return code
 
@@ -224,7 +221,8 @@ class Program(ModuleSymbols):
         if code.errors:
             line, opcode, reason = code.errors[0]
             if code.name != kernel:
-                reason = f"{reason}; in function {code.name}" if reason else f"in function {code.name}"
+                where = f"in function {code.name}"
+                reason = f"{reason}; {where}" if reason else where
             raise UnsupportedInstruction(kernel, line, opcode, reason)
 
     # -- kernels ---------------------------------------------------------------
@@ -330,7 +328,8 @@ class Program(ModuleSymbols):
         _check_config(info, grid, block, shared_bytes, params)
         function = self._functions[kernel]
         for directive, values in function.directives:
-            if directive in (".reqnctapercluster", ".explicitcluster") and int(np.prod(values or (2,))) > 1:
+            clustered = directive in (".reqnctapercluster", ".explicitcluster")
+            if clustered and int(np.prod(values or (2,))) > 1:
                 raise UnsupportedInstruction(kernel, function.line, directive,
                                              "thread block clusters")
         for name in self._closure(kernel):
@@ -347,8 +346,8 @@ class Program(ModuleSymbols):
             dynamic_shared=shared_bytes, shared_window=window, local_size=info.local_size,
         )
         code = self.code(kernel)
-        launch = Launch(self, code, launch_info, bytes(params), layout.offsets, list(observers),
-                        stdout, next(_grid_ids))
+        launch = Launch(self.memory, code, launch_info, bytes(params), layout.offsets,
+                        list(observers), stdout, next(_grid_ids))
         launch.reserved_shared = layout.reserved
         for o in observers:
             o.kernel_begin(launch_info)
@@ -404,7 +403,8 @@ def _module_index(ptx_text: str) -> _ModuleIndex:
 
 
 _ADDRESS_INIT = re.compile(r"(generic\()?\s*([A-Za-z_$%][\w$.]*)\s*(\))?\s*([+-]\s*\d+)?")
-_NUMERIC = re.compile(r"-?(0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|[0-9.]+(?:[eE][+-]?\d+)?U?)")
+_NUMERIC = re.compile(
+    r"-?(0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|[0-9.]+(?:[eE][+-]?\d+)?U?)")
 
 
 def _flatten(init: Any) -> list[str]:
@@ -461,7 +461,8 @@ def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
     try:
         dims = tuple(int(v) for v in value)
     except (TypeError, ValueError):
-        raise LaunchConfigError(f"{what} dimensions must be three integers, got {value!r}") from None
+        raise LaunchConfigError(
+            f"{what} dimensions must be three integers, got {value!r}") from None
     if len(dims) != 3:
         raise LaunchConfigError(f"{what} dimensions must be three integers, got {value!r}")
     return dims  # type: ignore[return-value]

@@ -1,7 +1,8 @@
 """Special registers (``%tid.x``, ``%laneid``, ``%clock64``, ...).
 
-Per-lane values are computed once per chunk of blocks (:class:`Chunk` in the
-executor) and gathered per frame; uniform values are scalars.  ``%clock``,
+Per-lane values are computed once per chunk of blocks
+(:class:`~gpusafe.cpu.frames.Chunk`) and gathered once per frame; uniform
+values are scalars.  ``%clock``,
 ``%clock64`` and ``%globaltimer`` are read fresh every time (they only have
 to be monotonic).
 """
@@ -9,14 +10,13 @@ to be monotonic).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .operands import Reader, convert_bits, dtype_of, is_signed
-
-if TYPE_CHECKING:
-    from .executor import Chunk, Frame, Launch
+from .frames import Chunk, Frame, Launch
+from .operands import Reader, convert_bits
+from .ptx_types import dtype_of, is_signed
 
 NSMID = 80
 """Number of SMs the CPU device pretends to have (``%nsmid``)."""
@@ -64,11 +64,13 @@ def natural_dtype(name: str) -> np.dtype:
 def chunk_value(name: str, chunk: Chunk) -> np.ndarray:
     """A per-lane special register over the lanes of a chunk (uint32)."""
     if name.startswith("%tid."):
-        axis = "xyz".index(name[-1])
-        return chunk.tid(axis)
+        bx, by, _ = chunk.launch.block
+        t = chunk.tid_lin
+        return (t % bx, (t // bx) % by, t // (bx * by))["xyz".index(name[-1])].astype(np.uint32)
     if name.startswith("%ctaid.") or name.startswith("%clusterid."):
-        axis = "xyz".index(name[-1])
-        return chunk.ctaid(axis)
+        gx, gy, _ = chunk.launch.grid
+        b = chunk.block_row + chunk.first_block
+        return (b % gx, (b // gx) % gy, b // (gx * gy))["xyz".index(name[-1])].astype(np.uint32)
     if name == "%laneid":
         return chunk.laneid
     if name == "%warpid":
@@ -88,6 +90,22 @@ def chunk_value(name: str, chunk: Chunk) -> np.ndarray:
     if name == "%lanemask_gt":
         return (~((eq << one) - one)).astype(np.uint32)
     raise KeyError(name)
+
+
+def lane_values(fr: Frame, name: str) -> np.ndarray:
+    """A per-lane special register over the lanes of a frame: computed once per
+    chunk, gathered once per frame."""
+    v = fr.cache.get(name)
+    if v is None:
+        chunk = fr.chunk
+        v = chunk.specials.get(name)
+        if v is None:
+            v = chunk_value(name, chunk)
+            chunk.specials[name] = v
+        if fr.lanes is not None:
+            v = v[fr.lanes]
+        fr.cache[name] = v
+    return v
 
 
 def uniform_value(name: str, launch: Launch) -> int:
@@ -148,7 +166,7 @@ def special_reader(name: str, want: str) -> Reader:
     signed = is_signed(want)
     if name in _PER_LANE:
         def read_lane(fr: Frame, act: Any, nact: int) -> np.ndarray:
-            return convert_bits(fr.special(name)[act], want_dt, signed)
+            return convert_bits(lane_values(fr, name)[act], want_dt, signed)
         return read_lane
     if name in _DYNAMIC:
         def read_dynamic(fr: Frame, act: Any, nact: int) -> np.ndarray:

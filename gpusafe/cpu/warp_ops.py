@@ -7,18 +7,16 @@ the lanes that are there, warp by warp, vectorised across warps.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from instrument import nodes
 
-from .decoder import DecodeContext, DecodeError, Op, guard_simple
-from .executor import DONE, WARP
-from .operands import ALL, as_index, const_reader
-
-if TYPE_CHECKING:
-    from .executor import Frame
+from .decoded import DecodeError, Op
+from .decoder import DecodeContext, guard_simple
+from .frames import ALL, DONE, WARP, Frame, as_index
+from .operands import const_reader
 
 _FULL = np.array(0xFFFF_FFFF, dtype=np.uint32)
 
@@ -41,7 +39,8 @@ def _per_warp_or(w: np.ndarray, bits: np.ndarray, nwarps: int) -> np.ndarray:
     return s.astype(np.uint64)
 
 
-def _split_ready(fr: Frame, act: Any, nact: int, masks: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _split_ready(fr: Frame, act: Any, nact: int,
+                 masks: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Which selected lanes may run (their whole member mask is here): returns
     (positions in ``act`` that run or None for all, positions that wait)."""
     if fr.force:
@@ -178,7 +177,8 @@ def build_shfl(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
             write_p(fr, act, p)
 
     if not sync:
-        return guard_simple(ctx, instr, Op(True, lambda fr, act, nact: body(fr, act, nact, None), instr))
+        return guard_simple(
+            ctx, instr, Op(True, lambda fr, act, nact: body(fr, act, nact, None), instr))
     return _sync_op(ctx, instr, mask, body)
 
 
@@ -218,7 +218,8 @@ def build_vote(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         write(fr, act, r)
 
     if not sync:
-        return guard_simple(ctx, instr, Op(True, lambda fr, act, nact: body(fr, act, nact, None), instr))
+        return guard_simple(
+            ctx, instr, Op(True, lambda fr, act, nact: body(fr, act, nact, None), instr))
     return _sync_op(ctx, instr, mask, body)
 
 
@@ -251,7 +252,8 @@ def build_match(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
             order = np.lexsort((v, w))
             sw = w[order]
             sv = v[order]
-            starts = np.concatenate([[0], np.flatnonzero((sw[1:] != sw[:-1]) | (sv[1:] != sv[:-1])) + 1])
+            change = (sw[1:] != sw[:-1]) | (sv[1:] != sv[:-1])
+            starts = np.concatenate([[0], np.flatnonzero(change) + 1])
             group_bits = np.add.reduceat(bits[order], starts)
             lengths = np.diff(np.append(starts, nact))
             result = np.empty(nact, dtype=np.uint64)
@@ -296,7 +298,8 @@ def build_redux(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         r = np.repeat(ufunc.reduceat(v, runs), lengths)
         if op == "add":
             r = (r.astype(np.uint64) & np.uint64(0xFFFF_FFFF)).astype(np.uint32)
-        write(fr, act, r.astype(np.uint32).view(np.int32) if type_ == "s32" else r.astype(np.uint32))
+        r = r.astype(np.uint32)
+        write(fr, act, r.view(np.int32) if type_ == "s32" else r)
 
     return _sync_op(ctx, instr, mask, body)
 

@@ -132,7 +132,8 @@ def host_pointer(obj) -> HostPtr:
         return HostPtr(_bytes_address(obj), len(obj), obj)
     try:
         arr = np.frombuffer(obj, dtype=np.uint8)
-    except (TypeError, ValueError, BufferError):  # Fortran-ordered: same memory, numpy finds its start
+    except (TypeError, ValueError, BufferError):
+        # Fortran-ordered: the same memory, whose start numpy finds
         arr = np.asarray(mv)
     return HostPtr(arr.ctypes.data, mv.nbytes, (obj, mv, arr))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu_fp as fp
-from .alu_common import (
+from . import rounding as fp
+from .opcodes import (
     BITS,
     FLOATS,
     HALF_PAIRS,

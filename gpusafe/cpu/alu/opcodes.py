@@ -1,7 +1,9 @@
-"""Shared pieces of the CPU device's ALU: PTX types, opcode decoding, ``AluOp``.
+"""What every ALU builder shares: the op record (``AluOp``), opcode decoding
+(``Decoded``) and the ALU's view of PTX types.
 
-Everything here is re-exported by :mod:`gpusafe.cpu.alu`, which is the public
-face; the ``alu_*`` modules import from here to avoid import cycles.
+The types are the CPU device's one table (:mod:`gpusafe.cpu.ptx_types`,
+itself derived from ``instrument.nodes``); the ALU only says which of them
+are ALU register types and adds ``cc``, the carry flag.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .. import ptx_types
 
 # --------------------------------------------------------------------------
 # errors and the op record
@@ -51,25 +55,21 @@ class AluOp:
 # --------------------------------------------------------------------------
 # PTX types
 
-#: numpy dtype of a register of each PTX type. ``cc`` is not a PTX type: it is
-#: the carry flag of the ``.cc`` / ``addc`` / ``subc`` / ``madc`` chains, an
-#: extension of the contract an executor opts into (see ``alu_op(carry=True)``).
+#: numpy dtype of a register of each PTX type the ALU computes with. ``cc`` is
+#: not a PTX type: it is the carry flag of the ``.cc`` / ``addc`` / ``subc`` /
+#: ``madc`` chains, an extension of the contract an executor opts into (see
+#: ``alu_op(carry=True)``).
 DTYPES: dict[str, np.dtype] = {
-    "pred": np.dtype(np.bool_),
-    "b8": np.dtype(np.uint8), "u8": np.dtype(np.uint8), "s8": np.dtype(np.int8),
-    "b16": np.dtype(np.uint16), "u16": np.dtype(np.uint16), "s16": np.dtype(np.int16),
-    "b32": np.dtype(np.uint32), "u32": np.dtype(np.uint32), "s32": np.dtype(np.int32),
-    "b64": np.dtype(np.uint64), "u64": np.dtype(np.uint64), "s64": np.dtype(np.int64),
-    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-    "bf16": np.dtype(np.uint16),
-    "f16x2": np.dtype(np.uint32), "bf16x2": np.dtype(np.uint32),
-    "u16x2": np.dtype(np.uint32), "s16x2": np.dtype(np.uint32),
+    **{t: ptx_types.DTYPES[t] for t in (
+        "pred", "b8", "u8", "s8", "b16", "u16", "s16", "b32", "u32", "s32", "b64", "u64", "s64",
+        "f16", "f32", "f64", "bf16", "f16x2", "bf16x2", "u16x2", "s16x2")},
     "cc": np.dtype(np.uint32),
 }
 
-#: every token that names a type in an opcode (some are not register types:
-#: ``tf32`` and the fp8 pairs are results of ``cvt`` held in ``b32``/``b16``).
-TYPE_TOKENS = frozenset(DTYPES) - {"cc"} | {"b128", "tf32", "e4m3x2", "e5m2x2"}
+#: every token that names a type in an opcode (some are not ALU register types:
+#: ``b128``, and ``tf32`` and the fp8 pairs, results of ``cvt`` held in
+#: ``b32``/``b16``).
+TYPE_TOKENS = frozenset(ptx_types.SIZES)
 
 UNSIGNED = frozenset({"u8", "u16", "u32", "u64"})
 SIGNED = frozenset({"s8", "s16", "s32", "s64"})
@@ -79,17 +79,8 @@ FLOATS = frozenset({"f16", "bf16", "f32", "f64"})
 HALVES = frozenset({"f16", "bf16"})
 HALF_PAIRS = frozenset({"f16x2", "bf16x2"})
 
-_WIDTH = {
-    "pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16,
-    "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32,
-    "u16x2": 32, "s16x2": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64, "tf32": 32,
-    "e4m3x2": 16, "e5m2x2": 16,
-}
-
-_UINT_OF_WIDTH = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
-                  64: np.dtype(np.uint64)}
-_SINT_OF_WIDTH = {8: np.dtype(np.int8), 16: np.dtype(np.int16), 32: np.dtype(np.int32),
-                  64: np.dtype(np.int64)}
+_UINT_OF_WIDTH = {8 * size: dt for size, dt in ptx_types.UNSIGNED.items()}
+_SINT_OF_WIDTH = {8 * size: dt for size, dt in ptx_types.SIGNED.items()}
 
 
 def dtype_of(ptx_type: str) -> np.dtype:
@@ -98,8 +89,8 @@ def dtype_of(ptx_type: str) -> np.dtype:
 
 
 def width_of(ptx_type: str) -> int:
-    """Width in bits of a PTX type."""
-    return _WIDTH[ptx_type]
+    """Width in bits of a PTX type (a predicate is one bit)."""
+    return 1 if ptx_type == "pred" else 8 * ptx_types.SIZES[ptx_type]
 
 
 def uint_dtype(bits: int) -> np.dtype:
@@ -191,49 +182,3 @@ def make(d: Decoded, dst: Sequence[str], src: Sequence[str], fn) -> AluOp:
     quiet_fn.__name__ = f"alu[{d.opcode}]"
     quiet_fn.__wrapped__ = fn
     return AluOp(d.opcode, tuple(dst), tuple(src), quiet_fn)
-
-
-# --------------------------------------------------------------------------
-# vector pack / unpack (mov.b64 %rd, {%r1, %r2}; mov.b32 {%h1, %h2}, %r1)
-
-
-def _as_bits(x: np.ndarray, ptx_type: str) -> np.ndarray:
-    w = width_of(ptx_type)
-    x = np.asarray(x)
-    if x.dtype == np.bool_ or x.dtype.itemsize * 8 != w:
-        raise ValueError(f"array of dtype {x.dtype} does not hold a .{ptx_type}")
-    return x.view(uint_dtype(w))
-
-
-def pack(parts: Sequence[np.ndarray], part_type: str, whole_type: str) -> np.ndarray:
-    """Concatenate the bits of ``parts`` (first = least significant) into one value.
-
-    ``pack([lo, hi], "b32", "b64")`` is ``mov.b64 d, {lo, hi}``. The result has
-    the dtype of ``whole_type``; the parts' widths must add up to its width.
-    """
-    pw, ww = width_of(part_type), width_of(whole_type)
-    if pw * len(parts) != ww:
-        raise ValueError(f"{len(parts)} x .{part_type} do not make a .{whole_type}")
-    ut = uint_dtype(ww)
-    out = np.zeros(np.shape(parts[0]), dtype=ut)
-    for i, p in enumerate(parts):
-        out |= _as_bits(p, part_type).astype(ut) << ut.type(i * pw)
-    return out.view(dtype_of(whole_type))
-
-
-def unpack(whole: np.ndarray, whole_type: str, part_type: str, n: int) -> list[np.ndarray]:
-    """Split ``whole`` into ``n`` parts of ``part_type`` (first = least significant).
-
-    ``unpack(rd, "b64", "b32", 2)`` is ``mov.b64 {lo, hi}, rd``.
-    """
-    pw, ww = width_of(part_type), width_of(whole_type)
-    if pw * n != ww:
-        raise ValueError(f"{n} x .{part_type} do not make a .{whole_type}")
-    ut, pt = uint_dtype(ww), uint_dtype(pw)
-    w = _as_bits(whole, whole_type)
-    mask = ut.type((1 << pw) - 1)
-    out = []
-    for i in range(n):
-        bits = ((w >> ut.type(i * pw)) & mask).astype(pt)
-        out.append(bits.view(dtype_of(part_type)))
-    return out

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu_fp as fp
-from .alu_common import (
+from . import rounding as fp
+from .floating import finish
+from .opcodes import (
     BITS,
     DTYPES,
     FLOATS,
@@ -18,7 +19,6 @@ from .alu_common import (
     make,
     width_of,
 )
-from .alu_float import finish
 
 F64 = np.float64
 U16, U32, U64, I64 = np.uint16, np.uint32, np.uint64, np.int64
@@ -96,7 +96,8 @@ def encode_small(y: np.ndarray, fmt: fp.Fmt) -> np.ndarray:
         _m, e = np.frexp(ay)
         normal = ay >= fmt.tiny
         exp_field = np.where(normal, e - 1 + bias, 0)
-        mant = np.where(normal, np.ldexp(ay, -(e - 1)) - 1.0, np.ldexp(ay, -fmt.emin)) * (1 << mbits)
+        scaled = np.where(normal, np.ldexp(ay, -(e - 1)) - 1.0, np.ldexp(ay, -fmt.emin))
+        mant = scaled * (1 << mbits)
         mant = np.where(np.isfinite(mant), mant, 0).astype(np.int64)
         bits = (exp_field.astype(np.int64) << mbits) | mant
         if fmt.has_inf:

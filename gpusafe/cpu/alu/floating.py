@@ -2,7 +2,7 @@
 ``.ftz``/``.sat``/``.relu``, min/max, abs/neg, copysign, testp and the
 approximate functions, for f32, f64, f16, bf16 and the packed f16x2/bf16x2.
 
-Narrow types compute in float64 and round once (see :mod:`alu_fp`); packed
+Narrow types compute in float64 and round once (see :mod:`gpusafe.cpu.alu.rounding`); packed
 pairs run the scalar op on both 16-bit halves at once (the uint32 array viewed
 as twice as many halves). NaN results of f32/f16/bf16 operations are the GPU's
 canonical NaN (0x7fffffff / 0x7fff).
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu_fp as fp
-from .alu_common import FLOATS, HALF_PAIRS, AluOp, Decoded, expect_operands, make
+from . import rounding as fp
+from .opcodes import FLOATS, HALF_PAIRS, AluOp, Decoded, expect_operands, make
 
 F64 = np.float64
 U16, U32 = np.uint16, np.uint32

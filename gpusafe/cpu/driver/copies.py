@@ -1,0 +1,223 @@
+"""Copies and sets (``cuMemcpy*``, ``cuMemset*``).  Execution is synchronous:
+the ``Async`` forms validate their stream and finish before returning.
+
+Host buffers are what cuda-python accepts (``None``, an ``int`` address, a
+``CUdeviceptr`` taken as an address, any contiguous buffer-protocol object);
+when a buffer's length is known and is smaller than the byte count the copy
+fails with ``CUDA_ERROR_INVALID_VALUE`` instead of reading or writing past it.
+A device range must lie inside one live allocation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from cuda.bindings.driver import CUdeviceptr, CUstream
+
+from ...cudaapi import args as _args
+from ..errors import InvalidAddress
+from ..memory import GLOBAL_BASE
+from .api import api
+from .state import DriverBase, E, Fail, invalid_address
+
+
+class CopyCalls(DriverBase):
+    # -- the two sides of a copy -------------------------------------------------
+
+    def _in_arena(self, addr: int) -> bool:
+        """Whether ``addr`` is in the global arena (an allocation, a red zone, freed memory)."""
+        mem = self._memory
+        return GLOBAL_BASE <= addr < mem.top or mem.find(addr) is not None
+
+    def _check_host_address(self, hp: _args.HostPtr, what: str) -> None:
+        """A raw int "host" address inside the device arena is a device pointer:
+        refuse it (reading it as host memory would fault the process)."""
+        if hp.nbytes is None and hp.address and self._in_arena(hp.address):
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{what}: host pointer {hp.address:#x} is a device address")
+
+    def _host_src(self, src: Any, n: int, what: str) -> Any:
+        hp = _args.host_pointer(src)
+        if n == 0:
+            return b""
+        if hp.address == 0:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: NULL host pointer")
+        self._check_host_address(hp, what)
+        if hp.nbytes is not None and hp.nbytes < n:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{what}: the host buffer holds {hp.nbytes} bytes, ByteCount is {n}")
+        return _args.host_view(hp.address, n)
+
+    def _host_dst(self, dst: Any, n: int, what: str) -> _args.HostPtr:
+        hp = _args.host_pointer(dst)
+        if n and hp.address == 0:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: NULL host pointer")
+        if n:
+            self._check_host_address(hp, what)
+        if n and hp.nbytes is not None and hp.nbytes < n:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{what}: the host buffer holds {hp.nbytes} bytes, ByteCount is {n}")
+        return hp
+
+    def _dev_read(self, addr: int, n: int, what: str) -> bytes:
+        if n == 0:
+            return b""
+        try:
+            return bytes(self._memory.read(addr, n))
+        except InvalidAddress as e:
+            raise invalid_address(e, what) from None
+
+    def _dev_write(self, addr: int, data: Any, what: str) -> None:
+        if len(data) == 0:
+            return
+        try:
+            self._memory.write(addr, data)
+        except InvalidAddress as e:
+            raise invalid_address(e, what) from None
+
+    # -- copies by direction -------------------------------------------------------
+
+    def _htod(self, dstDevice: Any, srcHost: Any, ByteCount: Any, hStream: Any, what: str) -> None:
+        dst = _args.handle_value(dstDevice, CUdeviceptr)
+        n = _args.c_int(ByteCount, "size_t", "ByteCount")
+        hs = _args.handle_value(hStream, CUstream)
+        ctx = self._current()
+        self._stream(hs, ctx)
+        data = self._host_src(srcHost, n, what)
+        self._dev_write(dst, data, f"{what}(dst={dst:#x}, {n} bytes)")
+
+    def _dtoh(self, dstHost: Any, srcDevice: Any, ByteCount: Any, hStream: Any, what: str) -> None:
+        src = _args.handle_value(srcDevice, CUdeviceptr)
+        n = _args.c_int(ByteCount, "size_t", "ByteCount")
+        hs = _args.handle_value(hStream, CUstream)
+        ctx = self._current()
+        self._stream(hs, ctx)
+        hp = self._host_dst(dstHost, n, what)
+        if n == 0:
+            return
+        try:
+            view = self._memory.view(src, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(src={src:#x}, {n} bytes)") from None
+        _args.host_view(hp.address, n)[:] = view
+
+    def _dtod(self, dstDevice: Any, srcDevice: Any, ByteCount: Any, hStream: Any,
+              what: str) -> None:
+        dst = _args.handle_value(dstDevice, CUdeviceptr)
+        src = _args.handle_value(srcDevice, CUdeviceptr)
+        n = _args.c_int(ByteCount, "size_t", "ByteCount")
+        hs = _args.handle_value(hStream, CUstream)
+        ctx = self._current()
+        self._stream(hs, ctx)
+        if n == 0:
+            return
+        try:
+            self._memory.read(src, n)  # names the bad side first: the source
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(src={src:#x}, {n} bytes)") from None
+        try:
+            self._memory.copy(dst, src, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(dst={dst:#x}, {n} bytes)") from None
+
+    def _unified(self, dst: Any, src: Any, ByteCount: Any, hStream: Any, what: str) -> None:
+        d = _args.handle_value(dst, CUdeviceptr)
+        s = _args.handle_value(src, CUdeviceptr)
+        n = _args.c_int(ByteCount, "size_t", "ByteCount")
+        hs = _args.handle_value(hStream, CUstream)
+        ctx = self._current()
+        self._stream(hs, ctx)
+        if n == 0:
+            return
+        if d == 0 or s == 0:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: NULL pointer")
+        if self._in_arena(s):
+            data = self._dev_read(s, n, f"{what}(src={s:#x}, {n} bytes)")
+        else:
+            data = _args.host_view(s, n).copy()
+        if self._in_arena(d):
+            self._dev_write(d, data, f"{what}(dst={d:#x}, {n} bytes)")
+        else:
+            _args.host_view(d, n)[:] = np.frombuffer(data, dtype=np.uint8)
+
+    @api(0)
+    def cuMemcpyHtoD(self, dstDevice: Any, srcHost: Any, ByteCount: Any) -> None:
+        self._htod(dstDevice, srcHost, ByteCount, None, "cuMemcpyHtoD")
+
+    @api(0)
+    def cuMemcpyHtoDAsync(self, dstDevice: Any, srcHost: Any, ByteCount: Any,
+                          hStream: Any) -> None:
+        self._htod(dstDevice, srcHost, ByteCount, hStream, "cuMemcpyHtoDAsync")
+
+    @api(0)
+    def cuMemcpyDtoH(self, dstHost: Any, srcDevice: Any, ByteCount: Any) -> None:
+        self._dtoh(dstHost, srcDevice, ByteCount, None, "cuMemcpyDtoH")
+
+    @api(0)
+    def cuMemcpyDtoHAsync(self, dstHost: Any, srcDevice: Any, ByteCount: Any,
+                          hStream: Any) -> None:
+        self._dtoh(dstHost, srcDevice, ByteCount, hStream, "cuMemcpyDtoHAsync")
+
+    @api(0)
+    def cuMemcpyDtoD(self, dstDevice: Any, srcDevice: Any, ByteCount: Any) -> None:
+        self._dtod(dstDevice, srcDevice, ByteCount, None, "cuMemcpyDtoD")
+
+    @api(0)
+    def cuMemcpyDtoDAsync(self, dstDevice: Any, srcDevice: Any, ByteCount: Any,
+                          hStream: Any) -> None:
+        self._dtod(dstDevice, srcDevice, ByteCount, hStream, "cuMemcpyDtoDAsync")
+
+    @api(0)
+    def cuMemcpy(self, dst: Any, src: Any, ByteCount: Any) -> None:
+        """Unified-address copy: an address in the device's arena is device
+        memory, any other is host."""
+        self._unified(dst, src, ByteCount, None, "cuMemcpy")
+
+    @api(0)
+    def cuMemcpyAsync(self, dst: Any, src: Any, ByteCount: Any, hStream: Any) -> None:
+        self._unified(dst, src, ByteCount, hStream, "cuMemcpyAsync")
+
+    # -- sets ------------------------------------------------------------------------
+
+    def _memset(self, dstDevice: Any, value: Any, N: Any, hStream: Any, width: int, ctype: str,
+                what: str) -> None:
+        dst = _args.handle_value(dstDevice, CUdeviceptr)
+        v = _args.c_int(value, ctype, "value")
+        n = _args.c_int(N, "size_t", "N")
+        hs = _args.handle_value(hStream, CUstream)
+        ctx = self._current()
+        self._stream(hs, ctx)
+        if dst % width:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{what}: destination {dst:#x} is not {width}-byte aligned")
+        if n == 0:
+            return
+        try:
+            self._memory.fill(dst, v, width, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(dst={dst:#x}, {n} x {width} bytes)") from None
+
+    @api(0)
+    def cuMemsetD8(self, dstDevice: Any, uc: Any, N: Any) -> None:
+        self._memset(dstDevice, uc, N, None, 1, "unsigned char", "cuMemsetD8")
+
+    @api(0)
+    def cuMemsetD16(self, dstDevice: Any, us: Any, N: Any) -> None:
+        self._memset(dstDevice, us, N, None, 2, "unsigned short", "cuMemsetD16")
+
+    @api(0)
+    def cuMemsetD32(self, dstDevice: Any, ui: Any, N: Any) -> None:
+        self._memset(dstDevice, ui, N, None, 4, "unsigned int", "cuMemsetD32")
+
+    @api(0)
+    def cuMemsetD8Async(self, dstDevice: Any, uc: Any, N: Any, hStream: Any) -> None:
+        self._memset(dstDevice, uc, N, hStream, 1, "unsigned char", "cuMemsetD8Async")
+
+    @api(0)
+    def cuMemsetD16Async(self, dstDevice: Any, us: Any, N: Any, hStream: Any) -> None:
+        self._memset(dstDevice, us, N, hStream, 2, "unsigned short", "cuMemsetD16Async")
+
+    @api(0)
+    def cuMemsetD32Async(self, dstDevice: Any, ui: Any, N: Any, hStream: Any) -> None:
+        self._memset(dstDevice, ui, N, hStream, 4, "unsigned int", "cuMemsetD32Async")

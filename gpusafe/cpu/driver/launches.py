@@ -1,0 +1,140 @@
+"""Kernel launches (``cuLaunchKernel``, ``cuLaunchKernelEx``).
+
+Arguments are packed by the kernel's parameter layout (``kernelParams`` in
+every form cuda-python accepts, or ``extra``'s parameter buffer), the launch
+configuration is checked against the device's limits, and the kernel runs to
+completion before the call returns.  A launch that faults returns its error
+from the launch call itself; an error the real driver treats as fatal to the
+context becomes the context's sticky error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda.bindings.driver import CUfunction, CUlaunchConfig, CUresult, CUstream
+
+from ...cudaapi import args as _args
+from .. import driver_profile as _profile
+from ..errors import DeviceError
+from .api import api
+from .functions import FunctionCalls, max_threads
+from .state import E, Fail, Function
+
+
+def _pack_params(fn: Function, kp: _args.KernelParams, extra: int) -> bytes:
+    """The kernel's parameter buffer, from ``kernelParams`` or ``extra``."""
+    info = fn.info
+    params = list(info.params)
+    size = int(info.param_size or 0)
+    if kp.kind != "null" and extra:
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE, "both kernelParams and extra are given")
+    if extra:
+        try:
+            buf, bufsize = _args.read_extra(extra)
+        except ValueError as e:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"extra: {e}", e) from None
+        if buf is None or bufsize is None:
+            if params:
+                raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                           "extra lacks CU_LAUNCH_PARAM_BUFFER_POINTER or _SIZE")
+            return b""
+        if bufsize < size:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"extra's parameter buffer holds {bufsize} bytes, {fn.name} takes {size}")
+        return _args.read_host(buf, size) if size else b""
+    if kp.kind == "null":
+        if params:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{fn.name} takes {len(params)} parameters and none were given")
+        return b""
+    if kp.kind == "tuple" and len(kp.sources) != len(params):
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                   f"{fn.name} takes {len(params)} parameters, kernelParams holds "
+                   f"{len(kp.sources)}")
+    out = bytearray(size)
+    for i, p in enumerate(params):
+        data = kp.param_bytes(i, int(p.size))
+        if data is None:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"kernelParams[{i}] ({p.name}) is a NULL pointer")
+        out[p.offset: p.offset + p.size] = data
+    return bytes(out)
+
+
+def _check_config(fn: Function, grid: tuple[int, ...], block: tuple[int, ...],
+                  shared: int) -> None:
+    if min(grid) == 0 or min(block) == 0:
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"empty launch: grid {grid}, block {block}")
+    for axis, (g, lim) in enumerate(zip(grid, _profile.MAX_GRID_DIM, strict=True)):
+        if g > lim:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"grid dimension {'xyz'[axis]}={g} exceeds {lim}")
+    for axis, (b, lim) in enumerate(zip(block, _profile.MAX_BLOCK_DIM, strict=True)):
+        if b > lim:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"block dimension {'xyz'[axis]}={b} exceeds {lim}")
+    threads = block[0] * block[1] * block[2]
+    if threads > max_threads(fn):
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                   f"{threads} threads per block exceed {fn.name}'s maximum of {max_threads(fn)}")
+    static = int(fn.info.static_shared or 0)
+    if shared > fn.max_dynamic_shared or static + shared > _profile.OPTIN_SHARED_PER_BLOCK:
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                   f"{shared} bytes of dynamic shared memory exceed {fn.name}'s "
+                   f"{fn.max_dynamic_shared} (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+
+class LaunchCalls(FunctionCalls):
+    def _launch(self, fn: Function, grid: tuple[int, ...], block: tuple[int, ...], shared: int,
+                hs: int, kp: _args.KernelParams, extra: int) -> None:
+        ctx = fn.module.ctx
+        self._stream(hs, ctx)
+        _check_config(fn, grid, block, shared)
+        params = _pack_params(fn, kp, extra)
+        try:
+            result = fn.module.program.launch(fn.name, grid, block, shared, params,
+                                              observers=self._observers, stdout=self._stdout)
+        except DeviceError as e:
+            res = CUresult[e.result]
+            if res.name in _profile.STICKY_RESULTS:
+                ctx.sticky = res
+                ctx.sticky_detail = f"{fn.name}: {e}"
+            raise Fail(res, f"{fn.name}: {e}", e) from None
+        self._last_launch = result
+
+    @api(0)
+    def cuLaunchKernel(self, f: Any, gridDimX: Any, gridDimY: Any, gridDimZ: Any,
+                       blockDimX: Any, blockDimY: Any, blockDimZ: Any, sharedMemBytes: Any,
+                       hStream: Any, kernelParams: Any, extra: Any) -> None:
+        dims = [_args.c_int(v, "unsigned int", n) for v, n in (
+            (gridDimX, "gridDimX"), (gridDimY, "gridDimY"), (gridDimZ, "gridDimZ"),
+            (blockDimX, "blockDimX"), (blockDimY, "blockDimY"), (blockDimZ, "blockDimZ"))]
+        shared = _args.c_int(sharedMemBytes, "unsigned int", "sharedMemBytes")
+        hs = _args.handle_value(hStream, CUstream)
+        hf = _args.handle_value(f, CUfunction)
+        kp = _args.convert_kernel_params(kernelParams)
+        ex = _args.c_int(extra, "void_ptr", "extra")
+        fn = self._function(hf)
+        self._launch(fn, tuple(dims[:3]), tuple(dims[3:]), shared, hs, kp, ex)
+
+    @api(0)
+    def cuLaunchKernelEx(self, config: Any, f: Any, kernelParams: Any, extra: Any) -> None:
+        if config is not None and not isinstance(config, CUlaunchConfig):
+            raise TypeError("Argument 'config' has incorrect type (expected "
+                            f"cuda.bindings.driver.CUlaunchConfig, got {type(config).__name__})")
+        hf = _args.handle_value(f, CUfunction)
+        kp = _args.convert_kernel_params(kernelParams)
+        ex = _args.c_int(extra, "void_ptr", "extra")
+        self._require_init()
+        if config is None:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "config is NULL")
+        if int(config.numAttrs) != 0:
+            raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
+                       "launch attributes (clusters, cooperative launches, priorities, ...) are "
+                       "not supported by the CPU device")
+        fn = self._function(hf)
+        grid = (int(config.gridDimX), int(config.gridDimY), int(config.gridDimZ))
+        block = (int(config.blockDimX), int(config.blockDimY), int(config.blockDimZ))
+        hs = _args.handle_value(config.hStream, CUstream)
+        self._launch(fn, grid, block, int(config.sharedMemBytes), hs, kp, ex)
