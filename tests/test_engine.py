@@ -309,3 +309,28 @@ def test_a_forked_child_reports_only_its_own_findings_and_leaks() -> None:
     engine.finish()
     leaks = engine.findings.report.build(exit_code=0).to_dict()["violations"]
     assert [(v["kind"], v["allocation"]["base"]) for v in leaks] == [("leak", hex(mine))]
+
+
+# -- the CPU device as a backend ------------------------------------------------
+
+
+def test_under_the_cpu_device_the_red_zone_is_applied_once() -> None:
+    from gpusafe.backends.cpu import CpuBackend
+    from gpusafe.cpu.memory import SEGMENT_ALIGN
+
+    backend = CpuBackend()
+    engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), Policy(padding=256))
+    real = {n: getattr(backend.driver, n) for n in ("cuMemAlloc", "cuMemFree")}
+    w = DriverDoor(engine, real).wrappers()
+    d = backend.driver
+    assert d.cuInit(0)[0] == OK
+    _, dev = d.cuDeviceGet(0)
+    _, ctx = d.cuCtxCreate(None, 0, dev)
+    _, first = w["cuMemAlloc"](1000)
+    _, second = w["cuMemAlloc"](1000)
+    reserved = -(-(1000 + 256) // SEGMENT_ALIGN) * SEGMENT_ALIGN
+    assert int(second) - int(first) == reserved  # the registry's red zone, and no second one
+    record = d.memory.find(int(first))
+    assert (record.base, record.size) == (int(first), 1000 + 256)
+    w["cuMemFree"](first)
+    assert d.memory.find(int(first)).live  # the registry quarantines; the device does not

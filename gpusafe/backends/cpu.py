@@ -1,9 +1,11 @@
-"""TEMPORARY stand-in until the CPU device has Driver instances."""
+"""The CPU device as a backend: a fresh device of its own for the checked
+process, whose memory applies no red zone and no quarantine, because the
+engine's registry applies that policy (once) to every allocation."""
 
 from __future__ import annotations
 
-from ..cpu import driver as _driver
-from ..cpu import runtime as _runtime
+from ..cpu.driver import Driver
+from ..cpu.runtime import Runtime
 
 
 class CpuBackend:
@@ -11,5 +13,5 @@ class CpuBackend:
     synchronous = True
 
     def __init__(self) -> None:
-        self.driver = _driver
-        self.runtime = _runtime
+        self.driver = Driver(red_zone=0, quarantine=0)
+        self.runtime = Runtime(self.driver)

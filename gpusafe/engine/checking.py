@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cuda.bindings.driver import CUresult
+
 from instrument import host
 
 from ..cudaapi import args as cuda_args
@@ -47,7 +49,7 @@ class Engine:
     def __init__(self, backend: Any, findings: Findings, policy: Policy = Policy()) -> None:
         self.backend = backend
         self.driver = backend.driver  # the backend's own functions, never the wrapped ones
-        self.E = self.driver.CUresult
+        self.E = CUresult
         self.findings = findings
         self.policy = policy
         self.registry = Registry(policy.padding, policy.quarantine)

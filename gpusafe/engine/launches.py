@@ -21,6 +21,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cuda.bindings.driver import CUresult
+
 from instrument import host, layout
 from instrument.host import AllocationRecord, DeviceViolation
 from instrument.sites import SiteTable
@@ -51,7 +53,7 @@ class DriverMemory:
 
     def __init__(self, driver: Any) -> None:
         self._driver = driver
-        self._ok = driver.CUresult.CUDA_SUCCESS
+        self._ok = CUresult.CUDA_SUCCESS
 
     def alloc(self, size: int) -> int:
         err, ptr = self._driver.cuMemAlloc(max(size, 8))

@@ -15,6 +15,7 @@ from typing import Any
 from cuda.bindings.driver import CUfunction, CUlaunchConfig, CUresult, CUstream
 
 from ...cudaapi import args as _args
+from ...cudaapi.params import ParamError, pack
 from .. import driver_profile as _profile
 from ..errors import DeviceError
 from .api import api
@@ -25,41 +26,11 @@ from .state import E, Fail, Function
 def _pack_params(fn: Function, kp: _args.KernelParams, extra: int) -> bytes:
     """The kernel's parameter buffer, from ``kernelParams`` or ``extra``."""
     info = fn.info
-    params = list(info.params)
-    size = int(info.param_size or 0)
-    if kp.kind != "null" and extra:
-        raise Fail(E.CUDA_ERROR_INVALID_VALUE, "both kernelParams and extra are given")
-    if extra:
-        try:
-            buf, bufsize = _args.read_extra(extra)
-        except ValueError as e:
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"extra: {e}", e) from None
-        if buf is None or bufsize is None:
-            if params:
-                raise Fail(E.CUDA_ERROR_INVALID_VALUE,
-                           "extra lacks CU_LAUNCH_PARAM_BUFFER_POINTER or _SIZE")
-            return b""
-        if bufsize < size:
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
-                       f"extra's parameter buffer holds {bufsize} bytes, {fn.name} takes {size}")
-        return _args.read_host(buf, size) if size else b""
-    if kp.kind == "null":
-        if params:
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
-                       f"{fn.name} takes {len(params)} parameters and none were given")
-        return b""
-    if kp.kind == "tuple" and len(kp.sources) != len(params):
-        raise Fail(E.CUDA_ERROR_INVALID_VALUE,
-                   f"{fn.name} takes {len(params)} parameters, kernelParams holds "
-                   f"{len(kp.sources)}")
-    out = bytearray(size)
-    for i, p in enumerate(params):
-        data = kp.param_bytes(i, int(p.size))
-        if data is None:
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
-                       f"kernelParams[{i}] ({p.name}) is a NULL pointer")
-        out[p.offset: p.offset + p.size] = data
-    return bytes(out)
+    spans = [(p.name, p.offset, p.size) for p in info.params]
+    try:
+        return pack(fn.name, spans, int(info.param_size or 0), kp, extra)
+    except ParamError as e:
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE, str(e), e) from None
 
 
 def _check_config(fn: Function, grid: tuple[int, ...], block: tuple[int, ...],

@@ -23,7 +23,9 @@ def _start_gpusafe() -> None:
         return
     try:
         from gpusafe.process.session import start
-    except Exception as e:  # the program's Python cannot run gpusafe: say so, loudly
+
+        start()
+    except Exception as e:  # gpusafe cannot run in this process: say so, loudly
         from pathlib import Path
 
         session = Path(os.environ["GPUSAFE_SESSION"])
@@ -32,8 +34,6 @@ def _start_gpusafe() -> None:
             (session / f"{os.getpid()}.failed").write_text(message)
         finally:
             print(f"gpusafe: {message}", file=sys.stderr)
-        return
-    start()
 
 
 def _chain_next_sitecustomize() -> None:
