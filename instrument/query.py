@@ -243,7 +243,7 @@ def _cp_async(instr: Instruction, location: SourceLocation | None,
         elif isinstance(extra, Register):
             size = extra
         else:
-            raise Unsupported(f"cannot read src-size {extra}")
+            raise Unsupported(f"cannot tell whether {extra} is src-size or ignore-src")
     if src_width <= 0:
         return (dst,)  # src-size 0: nothing is read, the destination is zero-filled
     src = MemoryAccess(instr, "global", AccessKind.READ, src_width, ops[1], location,
@@ -317,10 +317,12 @@ def instruction_accesses(instr: Instruction, location: SourceLocation | None = N
 
     ``types``: the function's register types (:func:`register_types`); they
     tell cp.async's ignore-src predicate from its src-size register.
+    ``mbarrier`` instructions and the mbarrier operand of a copy are not
+    accesses here: they act on a synchronisation object, not on data.
     Raises :class:`Unsupported` for an instruction that reaches memory in a
     way this layer cannot describe (see :func:`unsupported`)."""
     op = instr.op
-    if op in _HINTS:
+    if op in _HINTS or op in _SYNC_OBJECTS:
         return ()
     if op == "cp":
         return _copy_accesses(instr, location, types)
@@ -339,9 +341,15 @@ _HINTS = frozenset({"prefetch", "prefetchu"})
 fault, so they need no check (an out-of-range prefetch is not reported)."""
 
 
+_SYNC_OBJECTS = frozenset({"mbarrier"})
+"""Instructions on a synchronisation object (an mbarrier's 8 bytes of shared
+memory) rather than on the program's data: like ``cp.async.mbarrier.arrive``,
+not checked (skipping one would hang the threads waiting on it)."""
+
+
 def unsupported(instr: Instruction, types: Mapping[str, str] | None = None) -> str | None:
     """Why the memory ``instr`` reaches cannot be described (``ldmatrix``,
-    ``st.async``, ``mbarrier.*``, ``cp.async.bulk.tensor`` ...), or None when
+    ``st.async``, ``cp.async.bulk.tensor`` ...), or None when
     :func:`instruction_accesses` describes all of it."""
     try:
         instruction_accesses(instr, None, types)

@@ -36,6 +36,9 @@ MERGE_END_LIMIT = 64
 slot (the largest end); a larger end offset gets a slot of its own."""
 
 
+_NESTED = "a memory access inside a nested { } block (inline assembly) is not supported"
+
+
 class Mode(enum.Enum):
     """How one access is checked; the value is the site table's ``check``."""
 
@@ -162,15 +165,15 @@ class FunctionPlan:
         elif isinstance(base, Symbol):
             root = self.vars.get(base.name)
             if root is None:
-                raise CannotCheck(instr, f"address of unknown symbol {base.name}")
+                raise CannotCheck(instr, _NESTED if len(path) > 1
+                                  else f"address of unknown symbol {base.name}")
             value = prov.Ptr(root, root.space, None, 0, prov.MAX_ALIGN)
         else:
             value = None
         acc = Access(path, instr, access, value)
         self._classify(acc)
         if len(path) > 1 and acc.mode not in UNCHECKED_MODES:
-            raise CannotCheck(instr, "a memory access inside a nested { } block (inline "
-                                     "assembly) is not supported")
+            raise CannotCheck(instr, _NESTED)
         self.accesses.append(acc)
 
     def _share_offset_registers(self) -> None:
