@@ -2,8 +2,13 @@
 
 Like AddressSanitizer's ``isInterestingMemoryAccess``, every later decision
 (what check to emit, whether a check can be dropped, what ``gpusafe inspect``
-counts) is built on :func:`memory_access`'s answer, so the rules for reading
-an opcode's state space, access kind and width live here and nowhere else.
+counts) is built on :func:`instruction_accesses`'s answer (one access for a
+load, store or atomic, two for a copy, none for a hint; :class:`Unsupported`
+for what it cannot describe), so the rules for reading an opcode's state
+space, access kind and width live here and nowhere else.  So do the other
+questions a pass asks about instructions: the callee of a call
+(:func:`call_target`), the ``.loc`` in effect (:func:`located_instructions`),
+the parameter layout (:func:`param_layout`).
 """
 
 from __future__ import annotations
@@ -198,6 +203,21 @@ def memory_access(
 # --------------------------------------------------------------------------
 # asynchronous copies and hints
 
+class Unsupported(Exception):
+    """An instruction reaches memory in a way this layer cannot describe; the
+    message says why."""
+
+
+_HINTS = frozenset({"prefetch", "prefetchu"})
+"""Instructions that name memory only as a hint: they move no data and cannot
+fault, so they need no check (an out-of-range prefetch is not reported)."""
+
+_SYNC_OBJECTS = frozenset({"mbarrier"})
+"""Instructions on a synchronisation object (an mbarrier's 8 bytes of shared
+memory) rather than on the program's data: like ``cp.async.mbarrier.arrive``,
+not checked (skipping one would hang the threads waiting on it)."""
+
+
 CP_ASYNC_SIZES = (4, 8, 16)
 BULK_ALIGN = 16
 """cp.async.bulk: both addresses and the size are multiples of 16 bytes."""
@@ -283,11 +303,6 @@ def _cp_async_bulk(instr: Instruction,
     )
 
 
-class Unsupported(Exception):
-    """An instruction reaches memory in a way this layer cannot describe; the
-    message says why."""
-
-
 def _copy_accesses(instr: Instruction, location: SourceLocation | None,
                    types: Mapping[str, str] | None) -> tuple[MemoryAccess, ...]:
     mods = instr.modifiers
@@ -334,17 +349,6 @@ def instruction_accesses(instr: Instruction, location: SourceLocation | None = N
     if any(isinstance(o, Address) for o in instr.operands):
         raise Unsupported(f"'{op}' reaches memory through an address operand")
     return ()
-
-
-_HINTS = frozenset({"prefetch", "prefetchu"})
-"""Instructions that name memory only as a hint: they move no data and cannot
-fault, so they need no check (an out-of-range prefetch is not reported)."""
-
-
-_SYNC_OBJECTS = frozenset({"mbarrier"})
-"""Instructions on a synchronisation object (an mbarrier's 8 bytes of shared
-memory) rather than on the program's data: like ``cp.async.mbarrier.arrive``,
-not checked (skipping one would hang the threads waiting on it)."""
 
 
 def unsupported(instr: Instruction, types: Mapping[str, str] | None = None) -> str | None:
