@@ -319,6 +319,9 @@ def _copy_accesses(instr: Instruction, location: SourceLocation | None,
         return ()
     if "tensor" in rest:
         raise Unsupported("cp.async.bulk.tensor copies through a tensor map are not supported")
+    if "multicast::cluster" in rest:
+        raise Unsupported("a multicast bulk copy writes the shared memory (and completes the "
+                          "mbarrier) of several blocks: not supported")
     return _cp_async_bulk(instr, location)
 
 

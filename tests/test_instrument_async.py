@@ -95,6 +95,9 @@ def test_what_the_query_layer_cannot_describe_is_named():
         (ptx.Address(ptx.Register("%r1")), ptx.Address(ptx.Register("%rd1")),
          ptx.Address(ptx.Register("%r3"))))
     assert "tensor map" in query.unsupported(tensor)
+    assert "multicast" in query.unsupported(_instr(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+        "[%r2], [%rd2], %r1, [%r3], %rs1;"))
     assert "ldmatrix" in query.unsupported(_instr(
         "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [%r2];"))
     assert "cp-size" in query.unsupported(_instr("cp.async.ca.shared.global [%r1], [%rd1], 2;"))
