@@ -9,9 +9,7 @@ around one launch of an instrumented kernel:
    slot's limit (``instrument/layout.py``), giving the launch context;
 3. :func:`violation_buffer` gives an empty violation buffer;
 4. :func:`kernel_params` appends the hidden parameter to the packed
-   parameters: the context's address, then the limits of the first
-   ``KernelInfo.param_limits`` check slots (the kernel reads those from its
-   parameter space, not from the context);
+   parameters: the context's address (one trailing ``.u64``);
 5. after the launch, :func:`decode_violations` turns the buffer back into
    :class:`DeviceViolation` records (kinds, sites, threads).
 
@@ -21,7 +19,6 @@ The launch pipeline (``gpusafe/engine/launches.py``) does all five, for
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -105,28 +102,11 @@ def slot_limit(slot_roots: Sequence[ResolvedRoot], end: int, align: int) -> int:
     return limit or 0
 
 
-_recent = threading.local()
-
-
-def _key(kernel: KernelInfo, params: bytes) -> tuple:
-    return (kernel.name, kernel.context_param_offset, bytes(params[:kernel.context_param_offset]))
-
-
-def slot_limits(kernel: KernelInfo, params: bytes,
-                allocations: Sequence[AllocationRecord]) -> list[int]:
-    """The limit of each check slot of one launch (``instrument/layout.py``)."""
-    resolved = [resolve(v, allocations) for v in root_values(kernel, params)]
-    return [slot_limit([resolved[i] for i in s.roots], s.end, s.align) for s in kernel.slots]
-
-
 def context_bytes(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRecord], *,
                   violations: int, table: int, table_len: int,
                   dynamic_shared: int = 0) -> bytes:
-    """The launch context of one launch of ``kernel`` with packed ``params``.
-
-    The slot limits it computes are also remembered (per thread) for the next
-    :func:`kernel_params` call with the same kernel and parameters, which puts
-    them in the hidden parameter."""
+    """The launch context of one launch of ``kernel`` with packed ``params``:
+    the header, each root's bounds, then each check slot's limit."""
     values = root_values(kernel, params)
     resolved = [resolve(v, allocations) for v in values]
     out = bytearray(layout.LAUNCH_CONTEXT.pack(
@@ -137,11 +117,9 @@ def context_bytes(kernel: KernelInfo, params: bytes, allocations: Sequence[Alloc
         out += layout.ROOT_BOUNDS.pack(
             low=r.low, high=r.high, tag=r.tag,
             state=layout.ALLOC_LIVE if r.live else layout.ALLOC_FREED)
-    limits = [slot_limit([resolved[i] for i in s.roots], s.end, s.align) for s in kernel.slots]
-    for lim in limits:
-        out += lim.to_bytes(8, "little")
+    for s in kernel.slots:
+        out += slot_limit([resolved[i] for i in s.roots], s.end, s.align).to_bytes(8, "little")
     assert len(out) == layout.context_size(len(kernel.roots), len(kernel.slots))
-    _recent.entry = (_key(kernel, params), limits)
     return bytes(out)
 
 
@@ -151,27 +129,12 @@ def violation_buffer(capacity: int) -> bytes:
     return head + bytes(capacity * layout.VIOLATION_RECORD.size)
 
 
-def kernel_params(kernel: KernelInfo, params: bytes, context_address: int, *,
-                  limits: Sequence[int] | None = None) -> bytes:
-    """The instrumented kernel's parameter buffer: the original one, padded,
-    and the hidden parameter: the context pointer, then the limits of the first
-    ``kernel.param_limits`` check slots.
-
-    ``limits`` defaults to those the last :func:`context_bytes` call of this
-    thread computed for the same kernel and parameters; without such a call
-    every limit is 0, which sends every check to the runtime's precise (slow)
-    path: still correct, only slower."""
+def kernel_params(kernel: KernelInfo, params: bytes, context_address: int) -> bytes:
+    """The instrumented kernel's parameter buffer: the original one, padded to
+    the hidden parameter, then the hidden parameter: the context's address."""
     buf = bytearray(params[:kernel.context_param_offset])
     buf += bytes(kernel.context_param_offset - len(buf))
     buf += context_address.to_bytes(8, "little")
-    entry = getattr(_recent, "entry", None)
-    _recent.entry = None  # a context's limits serve one kernel_params call at most
-    if kernel.param_limits:
-        if limits is None and entry is not None and entry[0] == _key(kernel, params):
-            limits = entry[1]
-        for i in range(kernel.param_limits):
-            lim = limits[i] if limits is not None and i < len(limits) else 0
-            buf += int(lim).to_bytes(8, "little")
     return bytes(buf)
 
 

@@ -1,7 +1,7 @@
 """The one definition of every record the instrumented kernel and the host share.
 
 Like AddressSanitizer's shadow layout, this is the small, versioned interface
-where the pass (``instrument/checks.py``), the device runtime
+where the pass (``instrument/checks/``), the device runtime
 (``runtime_cu/gpusafe_runtime.cu``) and the host side (``instrument/host.py``,
 later ``gpusafe run``) meet.  Everything below is produced from the tables in
 this module:
@@ -52,28 +52,42 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kinds import ViolationKind
+from .nodes import SCALAR_SIZES
 
 LAYOUT_VERSION = 2
 """Bumped whenever a record below changes; written into the C header."""
 
-_CTYPES = {
-    "u8": ("unsigned char", "B", np.uint8, 1),
-    "u16": ("unsigned short", "H", np.uint16, 2),
-    "u32": ("unsigned int", "I", np.uint32, 4),
-    "u64": ("unsigned long long", "Q", np.uint64, 8),
+_UNSIGNED_BY_SIZE = {
+    1: ("unsigned char", "B"),
+    2: ("unsigned short", "H"),
+    4: ("unsigned int", "I"),
+    8: ("unsigned long long", "Q"),
 }
+"""How C and ``struct`` spell an unsigned integer of each byte size."""
+
+
+def _c_type(ptx_type: str) -> str:
+    return _UNSIGNED_BY_SIZE[SCALAR_SIZES[ptx_type]][0]
+
+
+def _struct_code(ptx_type: str) -> str:
+    return _UNSIGNED_BY_SIZE[SCALAR_SIZES[ptx_type]][1]
+
+
+def _numpy_type(ptx_type: str) -> np.dtype:
+    return np.dtype(f"<u{SCALAR_SIZES[ptx_type]}")
 
 
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str  # a key of _CTYPES
+    type: str  # an unsigned PTX type without the dot: u8, u16, u32, u64 (sizes: nodes.SCALAR_SIZES)
     count: int = 1
     doc: str = ""
 
     @property
     def size(self) -> int:
-        return _CTYPES[self.type][3] * self.count
+        return SCALAR_SIZES[self.type] * self.count
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,7 @@ class Record:
         """The ``struct`` format (little-endian, no implicit padding)."""
         out = "<"
         for f in self.fields:
-            code = _CTYPES[f.type][1]
+            code = _struct_code(f.type)
             out += f"{f.count}{code}" if f.count > 1 else code
         return out
 
@@ -110,7 +124,7 @@ class Record:
         """A numpy structured dtype with the same layout."""
         parts = []
         for f in self.fields:
-            base = _CTYPES[f.type][2]
+            base = _numpy_type(f.type)
             parts.append((f.name, base, (f.count,)) if f.count > 1 else (f.name, base))
         dt = np.dtype(parts, align=False)
         assert dt.itemsize == self.size
@@ -150,7 +164,7 @@ class Record:
         for f in self.fields:
             arr = f"[{f.count}]" if f.count > 1 else ""
             doc = f"  /* {f.doc} */" if f.doc else ""
-            lines.append(f"    {_CTYPES[f.type][0]} {f.name}{arr};{doc}")
+            lines.append(f"    {_c_type(f.type)} {f.name}{arr};{doc}")
         lines.append(f"}} {self.name};")
         # The size equals the sum of the field sizes: no padding anywhere, so
         # every offset is the running sum that Record.offset computes.

@@ -25,6 +25,7 @@ pass checks with a table lookup: imprecision costs speed, never a check.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Union
 
@@ -38,13 +39,13 @@ from .nodes import (
     Instruction,
     PredicatePair,
     Register,
-    RegisterDecl,
     Statement,
     Symbol,
     SymbolOffset,
     Variable,
     Vector,
 )
+from .query import register_types
 
 MAX_ALIGN = 256
 
@@ -159,22 +160,6 @@ def defs(instr: Instruction) -> list[str]:
         out.extend(i.name for i in first.items if isinstance(i, Register))
     elif isinstance(first, PredicatePair):
         out.extend(x.name for x in (first.first, first.second) if isinstance(x, Register))
-    return out
-
-
-def register_types(fn: Function) -> dict[str, str]:
-    """Declared type (``.b64``, ``.f32`` ...) of every register of ``fn``."""
-    out: dict[str, str] = {}
-
-    def walk(stmts: list[Statement]) -> None:
-        for s in stmts:
-            if type(s) is RegisterDecl:
-                for r in s.registers():
-                    out[r] = s.type
-            elif type(s) is Block:
-                walk(s.statements)
-
-    walk(fn.body or [])
     return out
 
 
@@ -386,22 +371,27 @@ class Provenance:
     block_in: list[dict[str, Value] | None]
     transfer: _Transfer
 
-    def states(self):
+    def states(self) -> Iterator[tuple[tuple[int, ...], Instruction, dict[str, Value]]]:
         """Yield ``(path, instruction, state before it)`` for every instruction in
-        source order; ``path`` is (top index,) or (top index, inner index)."""
+        source order; ``path`` is (top index,) or (top index, inner index, ...)
+        into nested ``{ }`` blocks."""
         body = self.cfg.body
         for bb in self.cfg.blocks:
             state = dict(self.block_in[bb.index] or {})
             for i in range(bb.start, bb.end):
-                s = body[i]
-                if type(s) is Instruction:
-                    yield (i,), s, state
-                    self.transfer.step(state, s)
-                elif type(s) is Block:
-                    for j, inner in enumerate(s.statements):
-                        if type(inner) is Instruction:
-                            yield (i, j), inner, state
-                            self.transfer.step(state, inner)
+                yield from _visit(body[i], (i,), state, self.transfer)
+
+
+def _visit(s: Statement, path: tuple[int, ...], state: dict[str, Value],
+           transfer: _Transfer) -> Iterator[tuple[tuple[int, ...], Instruction, dict[str, Value]]]:
+    """The instructions of one top-level statement (recursively through
+    nested blocks), each yielded before ``state`` steps over it."""
+    if type(s) is Instruction:
+        yield path, s, state
+        transfer.step(state, s)
+    elif type(s) is Block:
+        for j, inner in enumerate(s.statements):
+            yield from _visit(inner, path + (j,), state, transfer)
 
 
 def analyze(fn: Function, ctx: AnalysisContext, graph: cfg_mod.CFG | None = None) -> Provenance:
@@ -424,13 +414,8 @@ def analyze(fn: Function, ctx: AnalysisContext, graph: cfg_mod.CFG | None = None
         state = dict(block_in[b] or {})
         bb = graph.blocks[b]
         for i in range(bb.start, bb.end):
-            s = body[i]
-            if type(s) is Instruction:
-                transfer.step(state, s)
-            elif type(s) is Block:
-                for inner in s.statements:
-                    if type(inner) is Instruction:
-                        transfer.step(state, inner)
+            for _ in _visit(body[i], (i,), state, transfer):
+                pass
         for succ in bb.successors:
             old = block_in[succ]
             if old is None:

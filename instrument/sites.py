@@ -6,7 +6,8 @@ instruction, the CUDA source location from ``.loc``, the instruction text, the
 access kind, width and state space, and how the check was made (its
 provenance).  ``kernels`` describes each instrumented kernel's launch ABI: the
 pointer roots the host must resolve into the launch context and the check
-slots whose limits it computes (see ``instrument/layout.py``).
+slots whose limits it computes (see ``instrument/layout.py``); ``unchecked``
+names the kernels the pass left as they were, and why.
 
 Plain data, JSON-serialisable both ways (:meth:`SiteTable.to_json` /
 :meth:`SiteTable.from_json`).
@@ -66,24 +67,22 @@ class KernelInfo:
     context_param_offset: int  # offset of the hidden parameter in the param buffer
     roots: tuple[RootInfo, ...]
     slots: tuple[SlotInfo, ...]
-    param_limits: int = 0
-    """How many check-slot limits (slots 0..param_limits-1, u64 each) follow the
-    context pointer inside the hidden parameter (``instrument/layout.py``)."""
-
-    @property
-    def hidden_param_size(self) -> int:
-        """Bytes of the hidden parameter: the context pointer, then the limits."""
-        return 8 + 8 * self.param_limits
 
     @property
     def param_buffer_size(self) -> int:
-        return self.context_param_offset + self.hidden_param_size
+        """Bytes of the instrumented kernel's parameters: the original ones,
+        then the hidden ``.u64`` context pointer."""
+        return self.context_param_offset + 8
 
 
 @dataclass
 class SiteTable:
     sites: list[Site] = field(default_factory=list)
     kernels: dict[str, KernelInfo] = field(default_factory=dict)
+    unchecked: dict[str, str] = field(default_factory=dict)
+    """Kernels left exactly as they were because the pass cannot check them:
+    kernel name -> the reason (``PTX line N: cannot check `...`: why``).  They
+    take no hidden parameter and are not in ``kernels``."""
 
     def __getitem__(self, site_id: int) -> Site:
         return self.sites[site_id]
@@ -101,6 +100,7 @@ class SiteTable:
             "schema": SCHEMA,
             "sites": [asdict(s) for s in self.sites],
             "kernels": {k: asdict(v) for k, v in self.kernels.items()},
+            "unchecked": dict(self.unchecked),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -119,9 +119,8 @@ class SiteTable:
                 context_param_offset=k["context_param_offset"],
                 roots=tuple(RootInfo(**r) for r in k["roots"]),
                 slots=tuple(SlotInfo(tuple(s["roots"]), s["end"], s["align"]) for s in k["slots"]),
-                param_limits=k.get("param_limits", 0),
             )
-        return cls(sites, kernels)
+        return cls(sites, kernels, dict(data.get("unchecked", {})))
 
     @classmethod
     def from_json(cls, text: str) -> SiteTable:

@@ -1,6 +1,6 @@
 // gpusafe device runtime: the slow path of every bounds check.
 //
-// The instrumenter (instrument/checks.py) inlines a few compares before each
+// The instrumenter (instrument/checks/) inlines a few compares before each
 // memory access; when they fail it calls __gpusafe_check, which decides
 // precisely (null page, bounds of the root allocation or of the allocation
 // table entry containing the address, shared window, alignment), records a

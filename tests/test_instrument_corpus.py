@@ -1,6 +1,7 @@
 """The pass over the whole foundation corpus: every module (NVRTC for every
-architecture at -O3, -G and -lineinfo; numba-cuda; LLVM NVPTX) instruments,
-and ptxas accepts the result for the module's own sm_XX.
+architecture at -O3, -G and -lineinfo; numba-cuda; LLVM NVPTX) instruments
+with every kernel checked (none left unchecked), and ptxas accepts the result
+for the module's own sm_XX.
 
 ptxas runs cost 0.1-1 s each, so the module-scoped fixture runs them all in a
 thread pool (ptxas is a separate process) and the per-module tests read the
@@ -28,6 +29,8 @@ def _check(module) -> tuple[str, str]:
         result = instrument(module.ptx)
     except Exception as e:  # reported per module below
         return "instrument", f"{type(e).__name__}: {e}"
+    if result.sites.unchecked:
+        return "unchecked", "\n".join(f"{k}: {why}" for k, why in result.sites.unchecked.items())
     try:
         ptxas(result.ptx, module.arch)
     except CompileError as e:

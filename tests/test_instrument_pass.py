@@ -109,21 +109,69 @@ def test_32_bit_modules_are_refused():
         instrument(".version 7.0\n.target sm_75\n.address_size 32\n")
 
 
-def test_an_instruction_touching_memory_otherwise_is_refused_with_its_line():
-    text = HEAD + """
+UNCHECKABLE = HEAD + """
 .visible .entry p(.param .u64 p_param_0)
 {
+	.reg .b32 	%r<3>;
 	.reg .b64 	%rd<2>;
 	ld.param.u64 	%rd1, [p_param_0];
-	prefetch.global.L2 	[%rd1];
+	cvt.u32.u64 	%r1, %rd1;
+	ldmatrix.sync.aligned.m8n8.x1.shared.b16 	{%r2}, [%r1];
+	ret;
+}
+
+.visible .entry plain(.param .u64 plain_param_0)
+{
+	.reg .b32 	%r<2>;
+	.reg .b64 	%rd<3>;
+	ld.param.u64 	%rd1, [plain_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	ld.global.u32 	%r1, [%rd2];
 	ret;
 }
 """
-    with pytest.raises(InstrumentError) as e:
-        instrument(text)
-    assert e.value.function == "p"
-    assert e.value.ptx_line == 9
-    assert "prefetch" in str(e.value)
+
+
+def test_an_instruction_the_pass_cannot_check_leaves_its_kernel_unchecked_with_its_line():
+    r = instrument(UNCHECKABLE)
+    why = r.sites.unchecked["p"]
+    assert why.startswith("PTX line 11: cannot check `ldmatrix.sync.aligned.m8n8.x1.shared.b16")
+    assert "ldmatrix" in why.split("`: ", 1)[1]
+    assert "p" not in r.sites.kernels and "p" not in r.stats
+
+
+def test_an_unchecked_kernel_keeps_its_signature_and_body():
+    r = instrument(UNCHECKABLE)
+    before, after = ptx.parse(UNCHECKABLE).function("p"), ptx.parse(r.ptx).function("p")
+    assert after.params == before.params
+    assert after.body == before.body
+    ptxas(r.ptx, "sm_75")
+
+
+def test_the_other_kernels_of_the_module_are_checked():
+    r = instrument(UNCHECKABLE)
+    assert set(r.sites.kernels) == {"plain"}
+    assert [s.function for s in r.sites.sites] == ["plain"]
+    assert ptx.parse(r.ptx).function("plain").params[-1].name == CONTEXT_PARAM
+    again = SiteTable.from_json(r.sites.to_json())
+    assert again.unchecked == r.sites.unchecked
+
+
+def test_a_prefetch_is_accepted_and_not_checked():
+    text = HEAD + """
+.visible .entry f(.param .u64 f_param_0)
+{
+	.reg .b64 	%rd<2>;
+	ld.param.u64 	%rd1, [f_param_0];
+	prefetch.global.L2 	[%rd1];
+	prefetchu.L1 	[%rd1];
+	ret;
+}
+"""
+    r = instrument(text)
+    assert r.sites.unchecked == {}
+    assert "f" in r.sites.kernels and len(r.sites) == 0
+    ptxas(r.ptx, "sm_75")
 
 
 CALLS = r"""

@@ -114,7 +114,6 @@ class Modules:
         kernel = info.sites.kernels.get(name)
         if kernel is not None:
             return kernel, ""
-        unchecked = getattr(info.sites, "unchecked", {})
-        if name in unchecked:
-            return None, unchecked[name]
+        if name in info.sites.unchecked:
+            return None, info.sites.unchecked[name]
         return None, f"excluded by --kernel-filter {self.kernel_filter!r}"

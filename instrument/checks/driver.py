@@ -1,0 +1,290 @@
+"""The pass driver: the whole module, function by function.
+
+Launch context convention: every checked ``.entry`` gets one hidden trailing
+``.u64`` parameter (``__gpusafe_ctx``) holding the address of the launch
+context (``instrument/layout.py``); every ``.func`` defined in the module that
+checks an access, or calls one that does, gets the same trailing parameter and
+each of its call sites passes the caller's.  Functions declared but not
+defined in the module (``vprintf``, ``malloc``, other modules' functions) keep
+their signature and are not checked.
+
+A function holding an instruction the pass cannot check (an indirect call
+that may reach a function needing the context included) is left as it was,
+and so is every kernel reaching it: such a kernel keeps its signature and
+body, and ``SiteTable.unchecked`` says why.  The other kernels are checked as
+usual (they call checked copies of the device functions they share with the
+unchecked ones, see ``selection``).  Only a module that cannot be
+instrumented at all raises :class:`InstrumentError`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import provenance as prov
+from .. import ptx, query
+from ..nodes import (
+    Address,
+    ArgumentList,
+    Block,
+    Function,
+    Instruction,
+    Module,
+    Param,
+    Statement,
+    Symbol,
+    Variable,
+)
+from ..runtime import CONTEXT_PARAM, is_instrumented, link
+from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
+from .emission import CONTEXT_REGISTER, I
+from .outcome import CannotCheck, FunctionStats, InstrumentError, InstrumentResult
+from .planning import FunctionPlan
+from .rewrite import rewrite_function
+from .selection import drop_unused_copies, split_selected
+
+
+def instrument(source: str | Module, *,
+               select: Callable[[str], bool] | None = None) -> InstrumentResult:
+    """Instrument a PTX module (text or parsed; a parsed module is not modified).
+
+    ``select``: which kernels to check (``gpusafe run --kernel-filter``); None
+    checks every kernel.  A kernel for which ``select(name)`` is false, or
+    which the pass cannot check (``sites.unchecked`` says why), is left
+    exactly as it was (signature and body, no hidden parameter) and keeps
+    calling the original, unchecked device functions; the checked kernels
+    then call checked copies of the device functions they reach, named
+    ``__gpusafe_<name>`` (see ``selection``).  ``sites.kernels`` and
+    ``stats`` list only the checked kernels and functions (copies under the
+    original names)."""
+
+    def fresh() -> Module:
+        return ptx.parse(source) if isinstance(source, str) else copy.deepcopy(source)
+
+    module = fresh()
+    _refuse_module(module)
+    unchecked: dict[str, str] = {}  # function (original name) -> why it cannot be checked
+    while True:
+        attempt = _Attempt(module, select, unchecked)
+        found = attempt.plan()
+        if not found:
+            break
+        unchecked.update(found)
+        module = fresh()
+    return attempt.finish({k: why for k, why in unchecked.items() if k in attempt.kernels})
+
+
+def _refuse_module(module: Module) -> None:
+    reason = is_instrumented(module)
+    if reason is not None:
+        raise InstrumentError(f"this module is already instrumented by gpusafe: {reason}")
+    if module.address_size != 64:
+        raise InstrumentError(
+            f".address_size {module.address_size}: gpusafe supports 64-bit PTX only")
+    version = module.version
+    if version is not None and version.number < (7, 0):
+        raise InstrumentError(f"PTX ISA {version.text} is older than 7.0, which gpusafe needs")
+
+
+@dataclass
+class _Attempt:
+    """One try at the module, leaving alone the functions known to be
+    uncheckable (and the kernels reaching them)."""
+
+    module: Module
+    select: Callable[[str], bool] | None
+    skip: dict[str, str]
+    plans: list[FunctionPlan] = field(default_factory=list)
+    needy: set[str] = field(default_factory=set)
+    sites: SiteTable = field(default_factory=SiteTable)
+    targets: set[str] | None = None
+    display: dict[str, str] = field(default_factory=dict)
+    kernels: set[str] = field(default_factory=set)
+
+    def plan(self) -> dict[str, str]:
+        """Plan every function to check; the functions newly found uncheckable
+        (original name -> reason), none when this attempt can be finished."""
+        module = self.module
+        self.kernels = {f.name for f in query.kernels(module)}
+        select = self.select
+        if self.kernels & set(self.skip):
+            user = select
+            select = (lambda n: n not in self.skip and (user is None or user(n)))  # noqa: E731
+        self.targets, self.display = split_selected(module, select)
+        module_vars: dict[str, prov.VarRoot] = {}
+        for v in module.variables:
+            root = prov.variable_root(v)
+            if root is not None:
+                module_vars[v.name] = root
+        problems: dict[str, str] = {}
+        for fn in module.functions:
+            if fn.body is None or self._original(fn.name) in self.skip \
+                    or (self.targets is not None and fn.name not in self.targets):
+                continue
+            fp = FunctionPlan(module, fn, module_vars, self.sites,
+                              display=self.display.get(fn.name, fn.name))
+            try:
+                fp.plan()
+            except CannotCheck as e:
+                problems[fn.name] = e.reason
+                continue
+            self.plans.append(fp)
+        self.needy = _needing_context(self.plans)
+        for fp in self.plans:
+            why = _call_problem(fp, self.needy)
+            if why is not None:
+                problems[fp.fn.name] = why
+        problems = _reaching(problems, self.plans, self.display)
+        return {self._original(name): why for name, why in problems.items()}
+
+    def _original(self, name: str) -> str:
+        return self.display.get(name, name)
+
+    def finish(self, unchecked: dict[str, str]) -> InstrumentResult:
+        module, needy = self.module, self.needy
+        stats: dict[str, FunctionStats] = {}
+        for fp in self.plans:
+            if fp.fn.name in needy:
+                fp.needs_ctx = True
+            rewrite_function(fp)
+            _pass_context(fp.fn, needy)
+            fp.stats.slots = len(fp.slots)
+            stats[fp.display] = fp.stats
+            if fp.kernel:
+                self.sites.kernels[fp.fn.name] = _kernel_info(fp)
+        for fn in module.functions:
+            if not fn.is_kernel and fn.name in needy:
+                fn.params.append(Param(CONTEXT_PARAM, ".b64"))
+        if self.targets is not None:
+            # copies no checked kernel reaches through a checked call path are dead
+            drop_unused_copies(module, set(self.display))
+        self.sites.unchecked = dict(sorted(unchecked.items()))
+        link(module)
+        return InstrumentResult(ptx.emit(module), self.sites, stats, module)
+
+
+def _needing_context(plans: list[FunctionPlan]) -> set[str]:
+    """The device functions that need the launch context: those checking an
+    access and, transitively, those calling one."""
+    needy = {fp.fn.name for fp in plans if not fp.kernel and fp.needs_ctx}
+    changed = True
+    while changed:
+        changed = False
+        for fp in plans:
+            if fp.kernel or fp.fn.name in needy:
+                continue
+            if fp.calls.direct & needy:
+                needy.add(fp.fn.name)
+                changed = True
+    return needy
+
+
+def _call_problem(fp: FunctionPlan, needy: set[str]) -> str | None:
+    """Why the calls of ``fp`` cannot be checked, if they cannot: an indirect
+    call may reach a function that needs the context (its prototype has no
+    room for it), and a function whose address is taken may be called so."""
+    if fp.calls.indirect and needy:
+        instr = fp.calls.indirect[0]
+        return CannotCheck(instr, "an indirect call in a module whose device functions need "
+                                  "gpusafe's launch context: the callee cannot receive it").reason
+    for name, instr in fp.calls.symbols.items():
+        if name in needy:
+            return CannotCheck(instr, f"takes the address of device function {name}, which "
+                                      f"needs gpusafe's launch context: indirect calls to it "
+                                      f"cannot pass it").reason
+    return None
+
+
+def _reaching(problems: dict[str, str], plans: list[FunctionPlan],
+              display: dict[str, str]) -> dict[str, str]:
+    """``problems`` and every planned function calling one of them, directly
+    or not (with the reason of the one it reaches)."""
+    out = dict(problems)
+    changed = True
+    while changed:
+        changed = False
+        for fp in plans:
+            name = fp.fn.name
+            if name in out:
+                continue
+            callee = next((c for c in sorted(fp.calls.direct) if c in out), None)
+            if callee is not None:
+                shown = display.get(callee, callee)
+                out[name] = f"calls {shown}, which gpusafe cannot check: {out[callee]}"
+                changed = True
+    return out
+
+
+def _kernel_info(fp: FunctionPlan) -> KernelInfo:
+    """The launch ABI of a checked kernel: its parameters, the hidden one
+    appended here, its pointer roots and check slots."""
+    params = fp.fn.params
+    offsets = _param_offsets(params)
+    params.append(Param(CONTEXT_PARAM, ".u64"))
+    return KernelInfo(
+        name=fp.fn.name,
+        params=tuple((p.name, off, p.size) for p, off in zip(params[:-1], offsets, strict=True)),
+        context_param_offset=_param_offsets(params)[-1],
+        roots=tuple(RootInfo(r.index, r.param, r.offset, offsets[r.index]) for r in fp.roots),
+        slots=tuple(SlotInfo(s.roots, s.end, s.align) for s in fp.slots),
+    )
+
+
+def _param_offsets(params: list[Param]) -> list[int]:
+    return [slot.offset for slot in query.param_layout(params)[0]]
+
+
+# --------------------------------------------------------------------------
+# call sites
+
+
+def _pass_context(fn: Function, needy: set[str]) -> None:
+    """Every direct call of ``fn`` to a function needing the context passes it."""
+    if not needy:
+        return
+    body = fn.body
+    assert body is not None
+    for i, s in enumerate(body):
+        if type(s) is Block:
+            _pass_context_in_block(s, needy)
+        elif type(s) is Instruction and s.op == "call" and query.call_target(s) in needy:
+            body[i] = Block(_ctx_argument(s))
+
+
+def _pass_context_in_block(blk: Block, needy: set[str]) -> None:
+    out: list[Statement] = []
+    declared = False  # the block's scope holds one argument variable
+    for s in blk.statements:
+        if type(s) is Instruction and s.op == "call" and query.call_target(s) in needy:
+            if declared:
+                out.append(Block(_ctx_argument(s)))
+            else:
+                out.extend(_ctx_argument(s))
+                declared = True
+            continue
+        if type(s) is Block:
+            _pass_context_in_block(s, needy)
+        out.append(s)
+    blk.statements[:] = out
+
+
+def _ctx_argument(call: Instruction) -> list[Statement]:
+    """The statements replacing ``call``: the context argument declared and
+    stored, and the call with it appended to its argument list."""
+    name = "__gs_ctxarg"
+    ops = list(call.operands)
+    idx = next(i for i, o in enumerate(ops) if isinstance(o, Symbol))
+    args = ops[idx + 1] if idx + 1 < len(ops) else None
+    if isinstance(args, ArgumentList):
+        ops[idx + 1] = ArgumentList(args.items + (Symbol(name),))
+    else:
+        ops.insert(idx + 1, ArgumentList((Symbol(name),)))
+    new_call = Instruction(call.opcode, tuple(ops), call.guard, line=call.line)
+    return [
+        Variable(".param", ".b64", name),
+        I("ld.param.u64", CONTEXT_REGISTER, Address(Symbol(CONTEXT_PARAM))),
+        I("st.param.b64", Address(Symbol(name)), CONTEXT_REGISTER),
+        new_call,
+    ]

@@ -1,0 +1,307 @@
+"""Emission: the instructions of the fast filters and of the function prologue.
+
+A filter is a few compares right before an access that branch to the
+access's out-of-line slow path when any of its conditions may hold:
+
+* root: ``setp.ge.u64 p, R, lim; @p bra slow`` (``R`` the offset from the
+  parameter's pointer, ``lim`` the check slot's limit, loaded once per thread
+  in the prologue from the launch context);
+* window: ``sub t, addr, var; setp.gt t, size - end; @p bra slow`` against the
+  variable's extent (dynamic shared memory: the launch's dynamic shared size);
+* lookup: the address against a per-thread cache of the last allocation the
+  runtime found (``uclo``/``uchi``);
+* alignment: ``and``/``setp.ne.or`` on the address.
+
+The :class:`Emitter` also owns the registers and labels the pass adds to a
+function; their names and declaration order are part of the output.
+"""
+
+from __future__ import annotations
+
+from .. import layout, ptx
+from .. import provenance as prov
+from ..nodes import (
+    Address,
+    ArgumentList,
+    Immediate,
+    Instruction,
+    Register,
+    Statement,
+    Symbol,
+    Vector,
+)
+from ..runtime import CONTEXT_PARAM
+from .conditions import Cond, Form
+from .planning import Access, FunctionPlan
+
+CONTEXT_REGISTER = "%__gs_ctx"
+"""The register a function holding the launch context keeps it in."""
+
+
+def _op(x) -> object:
+    if isinstance(x, (Register, Symbol, Immediate, Address, Vector, ArgumentList)):
+        return x
+    if isinstance(x, int):
+        return Immediate.integer(x)
+    if isinstance(x, str) and x.startswith("%"):
+        return Register(x)
+    if isinstance(x, str):
+        return Symbol(x)
+    raise TypeError(x)
+
+
+def I(opcode: str, *operands, guard: ptx.Guard | None = None) -> Instruction:  # noqa: E743
+    """An instruction from short operand forms: ``"%r"`` a register, another
+    string a symbol, an int an immediate."""
+    return Instruction(opcode, tuple(_op(o) for o in operands), guard)
+
+
+class Emitter:
+    """Builds the check code of one function."""
+
+    def __init__(self, plan: FunctionPlan) -> None:
+        self.plan = plan
+        self.extra_regs: dict[str, str] = {}  # name -> type, in declaration order
+        self.label_n = 0
+        self.var_forms: dict[tuple[str, str, int], str] = {}  # (var, space, bits) -> reg
+        self.hoisted_limits: set[int] = set()  # slots whose limit the prologue loads
+
+    def reg(self, name: str, type_: str) -> str:
+        full = f"%__gs_{name}"
+        self.extra_regs.setdefault(full, type_)
+        return full
+
+    def label(self, what: str) -> str:
+        self.label_n += 1
+        return f"$__gs_{what}{self.label_n}"
+
+    def ctx(self) -> str:
+        """The register holding the launch context's address."""
+        return self.reg(CONTEXT_REGISTER.removeprefix("%__gs_"), ".b64")
+
+    def load_ctx(self) -> Statement:
+        return I("ld.param.u64", self.ctx(), Address(Symbol(CONTEXT_PARAM)))
+
+    def _var_form(self, root: prov.VarRoot, space: str, bits: int) -> str:
+        key = (root.name, space, bits)
+        if key not in self.var_forms:
+            self.var_forms[key] = self.reg(f"v{len(self.var_forms)}", f".b{bits}")
+        return self.var_forms[key]
+
+    def address_reg(self, acc: Access, out: list[Statement]) -> tuple[str, int]:
+        """A register holding the full address of ``acc`` (base + offset), and its bits."""
+        addr = acc.access.address
+        base = addr.base
+        if isinstance(base, Register):
+            b = self.plan.bits(base.name)
+            if addr.offset == 0:
+                return base.name, b
+            t = self.reg("a", ".b64") if b == 64 else self.reg("a32", ".b32")
+            out.append(I(f"add.u{b}", t, base.name, addr.offset))
+            return t, b
+        t = self.reg("a", ".b64")
+        if isinstance(base, Symbol):
+            out.append(I("mov.u64", t, base.name))
+            if addr.offset:
+                out.append(I("add.u64", t, t, addr.offset))
+        else:
+            out.append(I("mov.u64", t, addr.offset))
+        return t, 64
+
+    def limit(self, slot: int) -> str:
+        """The register holding check slot ``slot``'s limit (the prologue loads it)."""
+        lim = self.reg(f"lim{slot}", ".b64")
+        self.hoisted_limits.add(slot)
+        return lim
+
+    # -- filters --------------------------------------------------------------
+
+    def emit(self, conds: list[Cond], slow: str | None, *, pred: str | None = None,
+             seed: str | None = None) -> list[Statement]:
+        """Instructions that branch to ``slow`` when any condition holds, or
+        (``slow`` None) only set ``pred`` to whether any holds (then no
+        condition may fail unconditionally: see ``conditions.constant_failure``).
+        ``seed``: a predicate ORed in (the loop's hoisted invariant checks)."""
+        plan = self.plan
+        p = pred or self.reg("p", ".pred")
+        t64 = self.reg("t", ".b64")
+        out: list[Statement] = []
+        first = True
+        lead = seed
+
+        def setp(cmp: str, bits: int, a, b) -> None:
+            nonlocal first
+            if first and lead is None:
+                out.append(I(f"setp.{cmp}.u{bits}", p, a, b))
+            elif first:
+                out.append(I(f"setp.{cmp}.or.u{bits}", p, a, b, lead))
+            else:
+                out.append(I(f"setp.{cmp}.or.u{bits}", p, a, b, p))
+            first = False
+
+        for c in conds:
+            form = c.form
+            if form is Form.ALWAYS:
+                return [I("bra.uni", slow)]
+            if form in (Form.ROOT_OFFSET, Form.ROOT_CONSTANT, Form.ROOT_ADDRESS):
+                if c.start < 0 and form is Form.ROOT_CONSTANT:
+                    return [I("bra.uni", slow)]
+                lim = self.limit(plan.slot(c.root, c.end, c.align))  # type: ignore[arg-type]
+                if form is Form.ROOT_CONSTANT:
+                    setp("eq", 64, lim, 0)
+                    continue
+                if form is Form.ROOT_ADDRESS:
+                    out.append(I("sub.u64", t64, c.reg, self.reg(f"pv{c.root}", ".b64")))
+                    x = t64
+                else:
+                    x = c.reg
+                if c.start < 0:
+                    setp("lt", 64, x, -c.start)
+                setp("ge", 64, x, lim)
+            elif form is Form.WINDOW_ADDRESS:
+                name, vspace, bits = c.root  # type: ignore[misc]
+                root = plan.vars[name]
+                vlo = self._var_form(root, vspace, bits)
+                t = t64 if bits == 64 else self.reg("u", ".b32")
+                out.append(I(f"sub.u{bits}", t, c.reg, vlo))
+                if root.size is not None:
+                    limit = root.size - max(c.end, 0)
+                    if limit < 0:
+                        return [I("bra.uni", slow)]
+                    setp("gt", bits, t, limit)
+                    if c.start < 0:
+                        setp("lt", bits, t, -c.start)
+                else:
+                    dyn = self.reg("dyn", ".b64") if bits == 64 else self.reg("dyn32", ".b32")
+                    end = max(c.end, 0)
+                    out.append(I(f"add.u{bits}", t, t, end))
+                    setp("gt", bits, t, dyn)
+                    setp("lt", bits, t, end - min(c.start, 0))
+            elif form is Form.WINDOW_OFFSET:
+                name, vspace, bits = c.root  # type: ignore[misc]
+                root = plan.vars[name]
+                if root.size is not None:
+                    limit = root.size - max(c.end, 0)
+                    if limit < 0:
+                        return [I("bra.uni", slow)]
+                    setp("gt", bits, c.reg, limit)
+                    if c.start < 0:
+                        setp("lt", bits, c.reg, -c.start)
+                else:
+                    t = t64 if bits == 64 else self.reg("u", ".b32")
+                    dyn = self.reg("dyn", ".b64") if bits == 64 else self.reg("dyn32", ".b32")
+                    end = max(c.end, 0)
+                    out.append(I(f"add.u{bits}", t, c.reg, end))
+                    setp("gt", bits, t, dyn)
+                    setp("lt", bits, t, end - min(c.start, 0))
+            elif form is Form.LOOKUP:
+                lo, hi = self.reg("uclo", ".b64"), self.reg("uchi", ".b64")
+                out.append(I("sub.u64", t64, hi, c.end))
+                setp("gt", 64, c.reg, t64)
+                if c.start:
+                    out.append(I("sub.u64", t64, lo, c.start))
+                    setp("lt", 64, c.reg, t64)
+                else:
+                    setp("lt", 64, c.reg, lo)
+            elif form is Form.ALIGNMENT:
+                imm, absolute = c.root  # type: ignore[misc]
+                if c.reg is None:
+                    if (absolute % c.align) != 0:
+                        return [I("bra.uni", slow)]
+                    continue
+                bits = plan.bits(c.reg)
+                t = t64 if bits == 64 else self.reg("u", ".b32")
+                addr = c.reg
+                if imm:
+                    addr = self.reg("a", ".b64") if bits == 64 else self.reg("a32", ".b32")
+                    out.append(I(f"add.u{bits}", addr, c.reg, imm))
+                out.append(I(f"and.b{bits}", t, addr, c.align - 1))
+                setp("ne", bits, t, 0)
+        if slow is None:
+            return out if not first else []
+        if first:
+            return [I("bra", slow, guard=ptx.Guard(seed))] if seed is not None else []
+        out.append(I("bra", slow, guard=ptx.Guard(p)))
+        return out
+
+    def emit_keeping_predicate(self, conds: list[Cond], slow: str,
+                               seed: str | None) -> tuple[list[Statement], str]:
+        """The filter of a unit other filters are dominated by, and the
+        predicate it leaves: a register nothing else writes (or, when every
+        condition went to the loop's preheader, the loop's invariant predicate,
+        written once)."""
+        if not conds:
+            assert seed is not None
+            return self.emit(conds, slow, seed=seed), seed
+        pred = self.reg(f"d{len(self.extra_regs)}", ".pred")
+        return self.emit(conds, slow, pred=pred, seed=seed), pred
+
+    def lookup_filter(self, acc: Access, slow: str) -> list[Statement]:
+        """An unknown-provenance access: the address against the last
+        allocation the runtime found, and its alignment."""
+        a = acc.access
+        p = self.reg("p", ".pred")
+        t64 = self.reg("t", ".b64")
+        out: list[Statement] = []
+        if a.space not in ("global", "generic") or a.width == 0:
+            return [I("bra.uni", slow)]
+        addr, bits = self.address_reg(acc, out)
+        if bits != 64:
+            return [I("bra.uni", slow)]
+        lo, hi = self.reg("uclo", ".b64"), self.reg("uchi", ".b64")
+        out.append(I("sub.u64", t64, hi, a.width))
+        out.append(I("setp.gt.u64", p, addr, t64))
+        out.append(I("setp.lt.or.u64", p, addr, lo, p))
+        if a.alignment > 1:
+            out.append(I("and.b64", t64, addr, a.alignment - 1))
+            out.append(I("setp.ne.or.b64", p, t64, 0, p))
+        out.append(I("bra", slow, guard=ptx.Guard(p)))
+        return out
+
+    def alignment_filter(self, acc: Access, slow: str) -> list[Statement]:
+        """A local access through an unknown pointer: its alignment only."""
+        p = self.reg("p", ".pred")
+        t64 = self.reg("t", ".b64")
+        out: list[Statement] = []
+        addr, bits = self.address_reg(acc, out)
+        t = t64 if bits == 64 else self.reg("u", ".b32")
+        out.append(I(f"and.b{bits}", t, addr, acc.access.alignment - 1))
+        out.append(I(f"setp.ne.b{bits}", p, t, 0))
+        out.append(I("bra", slow, guard=ptx.Guard(p)))
+        return out
+
+    # -- the prologue ---------------------------------------------------------
+
+    def prologue(self) -> list[Statement]:
+        """What the function computes once on entry: the limits of its check
+        slots, the pointers of fallback roots, the addresses of the variables
+        its window checks compare with, the dynamic shared size and the empty
+        lookup cache."""
+        plan = self.plan
+        out: list[Statement] = []
+        ctx = self.ctx()
+        if plan.uses_dyn or self.hoisted_limits:
+            out.append(self.load_ctx())
+        nroots = len(plan.roots)
+        for i in sorted(self.hoisted_limits):
+            lim = self.reg(f"lim{i}", ".b64")
+            out.append(I("ld.global.u64", lim,
+                         Address(Register(ctx), layout.limit_offset(nroots, i))))
+        for r in sorted(plan.fallback_roots):
+            root = plan.roots[r]
+            out.append(I("ld.param.u64", self.reg(f"pv{r}", ".b64"),
+                         Address(Symbol(root.param), root.offset)))
+        for (name, space, bits), reg in self.var_forms.items():
+            root = plan.vars[name]
+            out.append(I(f"mov.u{bits}", reg, name))
+            if space == "generic":
+                out.append(I(f"cvta.{root.space}.u64", reg, reg))
+        if plan.uses_dyn:
+            d32 = self.reg("dyn32", ".b32")
+            out.append(I("ld.global.u32", d32, Address(Register(ctx),
+                         layout.LAUNCH_CONTEXT.offset("dynamic_shared_size"))))
+            out.append(I("cvt.u64.u32", self.reg("dyn", ".b64"), d32))
+        if plan.uses_cache:
+            out.append(I("mov.u64", self.reg("uclo", ".b64"), layout.EMPTY_WINDOW[0]))
+            out.append(I("mov.u64", self.reg("uchi", ".b64"), layout.EMPTY_WINDOW[1]))
+        return out

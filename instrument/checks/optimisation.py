@@ -1,0 +1,316 @@
+"""Optimisation: fewer filters for the same violations.
+
+* **grouped** (:func:`regions`): the root/window/lookup accesses of a run
+  inside one basic block share one filter before the first; when it fails,
+  a slow copy of the run checks each access on its own.
+* **dominated** (:func:`mark_dominated`): a filter whose every condition is
+  implied by a dominating filter's branches on that filter's predicate.
+* **hoisted** (:class:`LoopHoister`): conditions whose inputs a loop never
+  writes are computed once before the loop into a predicate the filters in
+  the loop OR in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import cfg as cfg_mod
+from .. import provenance as prov
+from ..nodes import ArgumentList, Block, Instruction, Loc, Pragma, Register, Statement
+from . import conditions as cond
+from .conditions import Cond, Form
+from .emission import Emitter
+from .planning import Access, FunctionPlan, Mode
+
+
+@dataclass(eq=False)
+class Unit:
+    """One fast filter of the function: a grouped region's or a standalone
+    root/window access's.  ``pred``: the predicate register its filter leaves
+    true when any of its conditions may hold (set when it is emitted, only for
+    units other filters are dominated by); ``dom``: the unit whose predicate
+    this one's filter reuses instead of computing its own."""
+
+    index: int  # the top-level statement the filter is placed before
+    accesses: list[Access]
+    region: bool
+    conds: list[Cond]
+    dom: Unit | None = None
+    used: bool = False  # some other unit's filter reuses this one's predicate
+    pred: str | None = None
+
+
+# --------------------------------------------------------------------------
+# grouped checks
+
+_CONVERGENT = frozenset({
+    "bar", "barrier", "shfl", "vote", "match", "redux", "activemask", "elect", "mma", "wmma",
+    "wgmma", "ldmatrix", "stmatrix", "call", "setmaxnreg", "griddepcontrol", "tcgen05",
+}) | cfg_mod.TERMINATORS
+
+
+def _ends_region(st: Statement) -> bool:
+    if type(st) is Instruction:
+        return st.op in _CONVERGENT
+    return type(st) not in (Loc, Pragma)
+
+
+def _groupable(plan: FunctionPlan, acc: Access) -> bool:
+    a = acc.access
+    if a.width == 0 or _copies(acc):
+        return False
+    if acc.mode in (Mode.ROOT, Mode.WINDOW):
+        return True
+    base = a.address.base
+    return (acc.mode is Mode.LOOKUP and a.space in ("global", "generic")
+            and isinstance(base, Register) and plan.bits(base.name) == 64
+            and a.address.offset >= 0)
+
+
+def _copies(acc: Access) -> bool:
+    """An instruction with two accesses (a copy) is checked on its own: its
+    slow paths decide for both ranges together."""
+    return acc.instr.op == "cp"
+
+
+def regions(plan: FunctionPlan) -> list[list[Access]]:
+    """Runs of root/window accesses inside one basic block whose checks can
+    all be made before the first: no register a check reads is written in
+    between, and nothing in between needs the warp converged."""
+    graph = plan.graph
+    body = plan.fn.body
+    assert body is not None
+    by_pos = {a.path[0]: a for a in plan.accesses
+              if len(a.path) == 1 and _groupable(plan, a)}
+    out: list[list[Access]] = []
+    for bb in graph.blocks:
+        region: list[Access] = []
+        written: set[str] = set()
+        for i in range(bb.start, bb.end):
+            st = body[i]
+            if region and _ends_region(st):
+                if len(region) > 1:
+                    out.append(region)
+                region, written = [], set()
+            acc = by_pos.get(i)
+            if acc is not None:
+                if not region:
+                    region = [acc]
+                elif not (cond.inputs(plan, acc) & written):
+                    region.append(acc)
+            if region and type(st) is Instruction:
+                written.update(prov.defs(st))
+        if len(region) > 1:
+            out.append(region)
+    return out
+
+
+# --------------------------------------------------------------------------
+# dominated checks
+
+
+def mark_dominated(plan: FunctionPlan, units: list[Unit]) -> None:
+    """Mark each unit whose every condition is implied by a condition of a
+    unit that dominates it ("dominated"): its filter becomes one branch on
+    the dominating filter's predicate, ``@p bra slow``.
+
+    Why this keeps every violation: a failing check does not stop the
+    thread (the slow path skips only its own access and continues), so a
+    dominated access can never simply go unchecked, or a bad access after a
+    failed dominating check would run.  Instead the dominating filter
+    leaves its predicate ``p`` in a register of its own, true when any of
+    its conditions may hold (its loop-hoisted conditions included: they
+    are ORed in).  At the dominated access:
+
+    * ``p`` false: every condition of the dominating filter was false when
+      it ran, i.e. each range it checks was in bounds (and each alignment
+      held).  Each condition of the dominated filter tests the same kind of
+      range against the same root or variable through the same register
+      (or alignment of the same register), a sub-range ``[start, end)`` of
+      one the dominating filter tested, with an alignment dividing it; and
+      that register holds the same value at both places (below).  So the
+      dominated access is in bounds and aligned: performing it unchecked
+      is what its own filter would have done.
+    * ``p`` true: the dominated access's own slow path runs, which checks it
+      precisely and records it exactly as its own failing filter would.
+
+    The register argument: a register with no definition in the function
+    never changes; one with a single definition ``D`` that dominates the
+    dominating filter ``A`` is not redefined on any path from ``A`` to the
+    dominated filter ``B``: such a path through ``D`` would, after its last
+    ``A``, reach ``B`` from ``D`` avoiding ``A``, and a path from the entry
+    to ``D`` avoiding ``A`` exists (``D`` dominates ``A``), so ``B`` would
+    be reachable avoiding ``A``, against ``A`` dominating ``B``.  Any other
+    register (two definitions or more, e.g. a loop's induction variable;
+    a definition not dominating ``A``) disqualifies the pair.  Loops need
+    nothing more: a filter in a loop body that dominates an access after
+    the loop covers it only through such stable registers, and ``p`` is
+    then the last iteration's, computed from the same values.  The
+    dominating access's guard does not matter: its filter runs whatever
+    the guard (only its slow path looks at the guard), so ``p`` is set on
+    every path through it.  Bounds do not depend on the access kind, so a
+    load's filter covers a store or an atomic of a covered range.
+
+    A unit reusing another's predicate computes none of its own, so it
+    dominates nothing; units that may fail unconditionally (their filter
+    is a bare ``bra.uni`` that sets no predicate) dominate nothing."""
+    graph = plan.graph
+    body = plan.fn.body
+    assert body is not None
+    idom = graph.dominators()
+    depth: dict[int, int] = {}
+    for b in range(len(graph.blocks)):
+        d, x = 0, idom[b]
+        while x is not None:
+            d, x = d + 1, idom[x]
+        depth[b] = d
+    sites: dict[str, list[int]] = {}
+    for i, st in enumerate(body):
+        for r in writes(st):
+            sites.setdefault(r, []).append(i)
+
+    def dom_pos(i: int, j: int) -> bool:
+        bi, bj = graph.block_of[i], graph.block_of[j]
+        if bi == bj:
+            return i < j
+        return graph.dominates(idom, bi, bj)
+
+    def stable(reg: str | None, at: int) -> bool:
+        if reg is None:
+            return True
+        where = sites.get(reg, [])
+        return not where or (len(where) == 1 and dom_pos(where[0], at))
+
+    candidates: dict[tuple, list[Unit]] = {}
+    for u in sorted(units, key=lambda u: (depth[graph.block_of[u.index]], u.index)):
+        if not u.conds:
+            continue
+        k = cond.key(plan, u.conds[0])
+        for a in reversed(candidates.get(k, [])[-64:]):
+            if dom_pos(a.index, u.index) and all(
+                    any(cond.implies(plan, c, d) and stable(c.reg, a.index) for c in a.conds)
+                    for d in u.conds):
+                u.dom = a
+                a.used = True
+                break
+        if u.dom is None and not any(cond.constant_failure(plan, c) for c in u.conds):
+            for c in u.conds:
+                candidates.setdefault(cond.key(plan, c), []).append(u)
+
+
+def writes(st: Statement) -> set[str]:
+    """Registers a top-level statement may write: its definitions and the
+    registers in a call's return list."""
+    out = all_defs(st)
+    stack = [st]
+    while stack:
+        x = stack.pop()
+        if type(x) is Block:
+            stack.extend(x.statements)
+        elif type(x) is Instruction and x.op == "call" and x.operands \
+                and isinstance(x.operands[0], ArgumentList):
+            out.update(r.name for r in x.operands[0].items if isinstance(r, Register))
+    return out
+
+
+def all_defs(st: Statement) -> set[str]:
+    """Registers a top-level statement (an instruction or a ``{ }`` block) writes."""
+    if type(st) is Instruction:
+        return set(prov.defs(st))
+    if type(st) is Block:
+        out: set[str] = set()
+        for inner in st.statements:
+            out |= all_defs(inner)
+        return out
+    return set()
+
+
+# --------------------------------------------------------------------------
+# loop-invariant checks
+
+
+class LoopHoister:
+    """Moves loop-invariant conditions to the loop's preheader."""
+
+    _HOISTABLE = (Form.ROOT_OFFSET, Form.ROOT_ADDRESS, Form.WINDOW_ADDRESS, Form.WINDOW_OFFSET,
+                  Form.ALIGNMENT, Form.ROOT_CONSTANT)
+
+    def __init__(self, plan: FunctionPlan, emitter: Emitter) -> None:
+        self.plan = plan
+        self.emitter = emitter
+        self._defs_cache: dict[int, set[str]] = {}
+        self._invariant: dict[int, tuple[int, str, list[Cond]]] = {}
+
+    def _loop_of(self, index: int) -> int | None:
+        """The innermost loop (its header block) holding top-level statement ``index``."""
+        loops = self.plan.loops
+        b = self.plan.graph.block_of[index]
+        best = None
+        for h, body in loops.items():
+            if b in body and (best is None or len(body) < len(loops[best])):
+                best = h
+        return best
+
+    def _loop_defs(self, header: int) -> set[str]:
+        if header not in self._defs_cache:
+            graph, body = self.plan.graph, self.plan.fn.body
+            assert body is not None
+            out: set[str] = set()
+            for b in self.plan.loops[header]:
+                bb = graph.blocks[b]
+                for i in range(bb.start, bb.end):
+                    out |= all_defs(body[i])
+            self._defs_cache[header] = out
+        return self._defs_cache[header]
+
+    def _preheader(self, header: int) -> int | None:
+        """Index of the statement before which code runs once on entry to the
+        loop: the end of the loop's only predecessor outside it."""
+        graph, body = self.plan.graph, self.plan.fn.body
+        assert body is not None
+        outside = [p for p in graph.blocks[header].predecessors
+                   if p not in self.plan.loops[header]]
+        if len(outside) != 1:
+            return None
+        bb = graph.blocks[outside[0]]
+        for i in range(bb.end - 1, bb.start - 1, -1):
+            st = body[i]
+            if type(st) is Instruction:
+                return i if st.op in cfg_mod.TERMINATORS else bb.end
+            if type(st) is Block:
+                return bb.end
+        return bb.end
+
+    def hoist(self, conds: list[Cond], index: int) -> tuple[list[Cond], str | None]:
+        """Split a filter's conditions at top-level statement ``index``: those
+        whose inputs the enclosing loop never writes are checked once before
+        the loop into the loop's predicate (returned, to OR into the filter);
+        the others stay."""
+        header = self._loop_of(index)
+        if header is None:
+            return conds, None
+        at = self._preheader(header)
+        if at is None:
+            return conds, None
+        written = self._loop_defs(header)
+        keep, hoist = [], []
+        for c in conds:
+            if (c.form in self._HOISTABLE and not cond.constant_failure(self.plan, c)
+                    and (c.reg is None or c.reg not in written)):
+                hoist.append(c)
+            else:
+                keep.append(c)
+        if not hoist:
+            return conds, None
+        pred = self.emitter.reg(f"inv{header}", ".pred")
+        self._invariant.setdefault(header, (at, pred, []))[2].extend(hoist)
+        self.plan.stats.removed["hoisted-out-of-loop"] += len(hoist)
+        return keep, pred
+
+    def preheader_code(self) -> dict[int, list[Statement]]:
+        """Statement index -> the invariant checks to insert before it."""
+        out: dict[int, list[Statement]] = {}
+        for at, pred, conds in self._invariant.values():
+            code = self.emitter.emit(cond.merge(self.plan, conds), None, pred=pred)
+            out.setdefault(at, []).extend(code)
+        return out

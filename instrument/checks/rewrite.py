@@ -1,0 +1,217 @@
+"""Rewriting one function: every planned check placed around its access.
+
+Each access gets a fast filter right before it (``emission``), possibly shared
+with its neighbours or reduced to a branch on a dominating filter's predicate
+(``optimisation``), and an out-of-line slow path at the end of the function
+(``slow_path``).  An instruction with two accesses (a copy) gets both
+checks nested, destination outside: a bad destination skips the whole copy,
+a bad source (checked only once the destination is known good) copies zeros.
+"""
+
+from __future__ import annotations
+
+from .. import ptx
+from ..nodes import Block, Instruction, RegisterDecl, Statement, Variable
+from . import conditions as cond
+from .emission import Emitter, I
+from .optimisation import LoopHoister, Unit, mark_dominated, regions
+from .planning import UNCHECKED_MODES, Access, FunctionPlan, Mode
+from .slow_path import slow_path
+
+Code = list[Statement]
+
+
+class FunctionRewriter:
+    """Places the checks of one planned function into its body."""
+
+    def __init__(self, plan: FunctionPlan) -> None:
+        self.plan = plan
+        self.em = Emitter(plan)
+        self.hoister = LoopHoister(plan, self.em)
+        self._deferred: Code = []  # slow paths of the region copies' accesses
+        self._placed: dict[tuple[int, ...], list[tuple[int, Code, Code]]] = {}
+        self._order = {id(a): n for n, a in enumerate(plan.accesses)}
+        self._before: dict[tuple[int, ...], Code] = {}
+        self._after: dict[tuple[int, ...], Code] = {}
+        self._slow_paths: Code = []
+
+    # -- one access -------------------------------------------------------
+
+    def _fast_filter(self, acc: Access, slow: str, unit: Unit | None,
+                     hoist: bool) -> Code:
+        """``unit``: the access's own unit when other filters reuse its
+        predicate (it then gets a register of its own, named in ``unit.pred``);
+        ``hoist``: loop-invariant conditions may move to the loop's preheader."""
+        plan = self.plan
+        if acc.mode in (Mode.ROOT, Mode.WINDOW):
+            conds = cond.merge(plan, cond.conditions(plan, acc))
+            seed = None
+            if hoist and len(acc.path) == 1:
+                conds, seed = self.hoister.hoist(conds, acc.path[0])
+            if unit is None:
+                return self.em.emit(conds, slow, seed=seed)
+            return self._emit_unit(unit, conds, slow, seed)
+        if acc.mode is Mode.LOOKUP:
+            return self.em.lookup_filter(acc, slow)
+        assert acc.mode is Mode.ALIGNMENT
+        return self.em.alignment_filter(acc, slow)
+
+    def _emit_unit(self, unit: Unit, conds: list[cond.Cond], slow: str,
+                   seed: str | None) -> Code:
+        assert not any(cond.constant_failure(self.plan, c) for c in conds)
+        code, unit.pred = self.em.emit_keeping_predicate(conds, slow, seed)
+        return code
+
+    def _checked(self, acc: Access, unit: Unit | None = None, *,
+                 hoist: bool = False) -> tuple[Code, Code, Code]:
+        """(before, after, out-of-line slow path) of one access checked on its
+        own; ``unit``: the access's unit, when it dominates others or is
+        dominated (then the filter is one branch on the dominating predicate)."""
+        em = self.em
+        slow, do, skip = em.label("slow"), em.label("do"), em.label("skip")
+        if unit is not None and unit.dom is not None:
+            assert unit.dom.pred is not None
+            pre: Code = [I("bra", slow, guard=ptx.Guard(unit.dom.pred))]
+            pre.append(ptx.Label(do))
+            return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip)
+        pre = self._fast_filter(acc, slow, unit if unit is not None and unit.used else None,
+                                hoist)
+        pre.append(ptx.Label(do))
+        return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip)
+
+    def _place(self, acc: Access, pre: Code, post: Code) -> None:
+        """Accesses of one instruction nest in their order: the first outermost."""
+        self._placed.setdefault(acc.path, []).append((self._order[id(acc)], pre, post))
+
+    def _nest(self, checks: list[tuple[int, Code, Code]]) -> tuple[Code, Code]:
+        checks = sorted(checks, key=lambda c: c[0])
+        before = [s for _, pre, _ in checks for s in pre]
+        after = [s for _, _, post in reversed(checks) for s in post]
+        return before, after
+
+    # -- units ----------------------------------------------------------------
+
+    def _units(self) -> tuple[list[Unit], set[int]]:
+        plan = self.plan
+        grouped: set[int] = set()
+        units: list[Unit] = []
+        for region in regions(plan):
+            grouped.update(id(a) for a in region)
+            units.append(Unit(region[0].path[0], region, True,
+                              cond.merge(plan, [c for a in region
+                                                for c in cond.conditions(plan, a)])))
+        for acc in plan.accesses:
+            if acc.mode in (Mode.ROOT, Mode.WINDOW) and id(acc) not in grouped \
+                    and len(acc.path) == 1:
+                units.append(Unit(acc.path[0], [acc], False,
+                                  cond.merge(plan, cond.conditions(plan, acc))))
+        mark_dominated(plan, units)
+        return units, grouped
+
+    def _emit_region(self, unit: Unit) -> None:
+        plan, em = self.plan, self.em
+        body = plan.fn.body
+        assert body is not None
+        region = unit.accesses
+        plan.stats.removed["grouped-in-block"] += len(region) - 1
+        copy, rejoin = em.label("copy"), em.label("rejoin")
+        conds = unit.conds
+        start, end = region[0].path[0], region[-1].path[0]
+        dom = unit.dom
+        if dom is not None:
+            assert dom.pred is not None
+            self._before[(start,)] = [I("bra", copy, guard=ptx.Guard(dom.pred))]
+            plan.stats.removed["dominated"] += 1
+        else:
+            conds, seed = self.hoister.hoist(conds, start)
+            if unit.used:
+                self._before[(start,)] = self._emit_unit(unit, conds, copy, seed)
+            else:
+                self._before[(start,)] = em.emit(conds, copy, seed=seed)
+        self._after[(end,)] = [ptx.Label(rejoin)]
+        # the slow copy: the same statements, every access checked on its own
+        slow_paths = self._slow_paths
+        slow_paths.append(ptx.Label(copy))
+        at: dict[int, list[Access]] = {}
+        for a in plan.accesses:
+            if len(a.path) == 1:
+                at.setdefault(a.path[0], []).append(a)
+        for i in range(start, end + 1):
+            checks = [(self._order[id(a)], *self._checked(a)) for a in at.get(i, [])
+                      if a.mode not in UNCHECKED_MODES]
+            if not checks:
+                slow_paths.append(body[i])
+                continue
+            pre, post = self._nest([(n, b, p) for n, b, p, _ in checks])
+            slow_paths.extend(pre + [body[i]] + post)
+            for *_, slow in checks:
+                self._deferred.extend(slow)
+        slow_paths.append(I("bra.uni", rejoin))
+
+    def _emit_access(self, acc: Access, unit: Unit | None) -> None:
+        if unit is not None and unit.dom is not None:
+            self.plan.stats.removed["dominated"] += 1
+        pre, post, slow = self._checked(acc, unit, hoist=True)
+        self._place(acc, pre, post)
+        self._slow_paths.extend(slow)
+
+    # -- the function ---------------------------------------------------------
+
+    def rewrite(self) -> None:
+        """Insert every check, the preheader checks, the prologue, the slow
+        paths and the declarations of the registers they use."""
+        plan = self.plan
+        fn = plan.fn
+        body = fn.body
+        assert body is not None
+        units, grouped = self._units()
+        unit_of = {id(u.accesses[0]): u for u in units if not u.region}
+        single = [acc for acc in plan.accesses
+                  if acc.mode not in UNCHECKED_MODES and id(acc) not in grouped]
+        # dominating filters first: the dominated ones branch on their predicates
+        for late in (False, True):
+            for u in units:
+                if u.region and (u.dom is not None) == late:
+                    self._emit_region(u)
+            for acc in single:
+                u = unit_of.get(id(acc))
+                if (u is not None and u.dom is not None) == late:
+                    self._emit_access(acc, u)
+        for path, checks in self._placed.items():
+            pre, post = self._nest(checks)
+            self._before[path] = self._before.get(path, []) + pre
+            self._after[path] = post + self._after.get(path, [])
+        self._slow_paths.extend(self._deferred)
+        preheaders = self.hoister.preheader_code()
+        new_body: Code = []
+        for i, s in enumerate(body):
+            if i in preheaders:
+                new_body.extend(preheaders[i])
+            new_body.extend(self._before.get((i,), []))
+            new_body.append(s)
+            new_body.extend(self._after.get((i,), []))
+        if len(body) in preheaders:
+            new_body.extend(preheaders[len(body)])
+        if plan.needs_ctx or plan.kernel:
+            self.em.ctx()
+            prologue = self.em.prologue()
+            at = _prologue_position(new_body)
+            new_body[at:at] = prologue
+        new_body.extend(self._slow_paths)
+        decls: Code = [RegisterDecl(t, ((n, None),)) for n, t in self.em.extra_regs.items()]
+        fn.body = decls + new_body
+
+
+def _prologue_position(body: Code) -> int:
+    first = next((i for i, s in enumerate(body) if type(s) in (Instruction, Block)), len(body))
+    at = 0
+    for i in range(first):
+        if type(body[i]) in (RegisterDecl, Variable):
+            at = i + 1
+    return at
+
+
+def rewrite_function(plan: FunctionPlan) -> None:
+    """Rewrite ``plan.fn``'s body with its checks (``plan.needs_ctx`` set
+    by the driver when the function needs the launch context)."""
+    FunctionRewriter(plan).rewrite()

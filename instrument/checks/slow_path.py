@@ -1,0 +1,186 @@
+"""The slow path: out-of-line code a failing filter branches to.
+
+It respects the instruction's guard (and, for a copy, the ignore-src
+predicate and a src-size of zero: no source is read then), calls
+``__gpusafe_check`` (the device runtime) to decide precisely and record a
+violation, then jumps back to perform the access or skips it.  A skipped
+access is *not performed*: a load or an atomic has every destination register
+zeroed; a ``cp.async`` whose source is bad copies zeros instead (src-size 0);
+a bulk copy completing on an mbarrier signals its bytes to the mbarrier so
+that the threads waiting on it do not hang.
+"""
+
+from __future__ import annotations
+
+from .. import layout, ptx, query
+from .. import provenance as prov
+from ..kinds import AccessKind
+from ..nodes import (
+    Address,
+    ArgumentList,
+    Block,
+    Immediate,
+    Instruction,
+    Negated,
+    Register,
+    Statement,
+    Symbol,
+    Variable,
+    Vector,
+)
+from ..runtime import CHECK_FUNCTION
+from .emission import Emitter, I
+from .planning import Access, Mode
+
+
+def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
+    """The code at label ``slow``: back to ``do`` to perform the access, or on
+    to ``skip`` (after the instruction) without it."""
+    a = acc.access
+    instr = acc.instr
+    plan = em.plan
+    out: list[Statement] = [ptx.Label(slow)]
+    if instr.guard is not None:
+        g = instr.guard
+        out.append(I("bra", skip, guard=ptx.Guard(g.register, not g.negated)))
+    out.extend(_not_made(em, acc, do))
+    addr, bits = em.address_reg(acc, out)
+    if bits != 64:
+        a64 = em.reg("a", ".b64")
+        out.append(I("cvt.u64.u32", a64, addr))
+        addr = a64
+    lo: object = 0
+    hi: object = 0
+    v = acc.value
+    if acc.mode is Mode.ROOT:
+        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ParamRoot)
+        how = layout.how(layout.MODE_ROOT, "global", a.space == "generic",
+                         plan.root_index[v.root])
+    elif acc.mode is Mode.WINDOW:
+        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
+        root = v.root
+        lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+        out.append(I("mov.u64", lo, root.name))
+        if v.space == "generic":
+            out.append(I(f"cvta.{root.space}.u64", lo, lo))
+        if root.size is not None:
+            out.append(I("add.u64", hi, lo, root.size))
+        else:
+            out.append(I("add.u64", hi, lo, em.reg("dyn", ".b64")))
+        how = layout.how(layout.MODE_WINDOW, root.space, v.space == "generic")
+    else:
+        how = layout.how(layout.MODE_UNKNOWN, a.space, a.space == "generic")
+    ctx = em.ctx()
+    out.append(em.load_ctx())
+    status = em.reg("st", ".b32")
+    width: object = a.size.name if a.size is not None else a.width
+    out.append(_runtime_call(em, acc, [(".b64", ctx), (".b64", addr), (".b64", lo),
+                                       (".b64", hi), (".b32", width), (".b32", a.alignment),
+                                       (".b32", acc.site), (".b32", how)], status))
+    q = em.reg("q", ".pred")
+    out.append(I("setp.eq.u32", q, status, 0))
+    out.append(I("bra", do, guard=ptx.Guard(q)))
+    out.extend(_not_performed(em, acc))
+    out.append(I("bra.uni", skip))
+    return out
+
+
+def _not_made(em: Emitter, acc: Access, do: str) -> list[Statement]:
+    """Branches to ``do`` when the instruction will not make this access: its
+    ignore-src predicate is true, or its run-time size is zero."""
+    a = acc.access
+    out: list[Statement] = []
+    ignore = a.ignored_when
+    if isinstance(ignore, Register):
+        out.append(I("bra", do, guard=ptx.Guard(ignore.name)))
+    elif isinstance(ignore, Negated):
+        out.append(I("bra", do, guard=ptx.Guard(ignore.operand.name, True)))
+    if a.size is not None:
+        z = em.reg("z", ".pred")
+        out.append(I("setp.eq.u32", z, a.size.name, 0))
+        out.append(I("bra", do, guard=ptx.Guard(z)))
+    return out
+
+
+def _runtime_call(em: Emitter, acc: Access, args: list[tuple[str, object]],
+                  status: str) -> Block:
+    """``status = __gpusafe_check(args...)`` (and, for a lookup, the window of
+    the allocation found, kept for the next lookup's filter)."""
+    a = acc.access
+    inner: list[Statement] = []
+    names = []
+    for i, (t, val) in enumerate(args):
+        name = f"__gs_arg{i}"
+        names.append(Symbol(name))
+        inner.append(Variable(".param", t, name))
+        inner.append(I(f"st.param{t}", Address(Symbol(name)), val))
+    inner.append(Variable(".param", ".b8", "__gs_ret", align=8,
+                          dims=(layout.CHECK_RESULT.size,)))
+    inner.append(Instruction("call", (ArgumentList((Symbol("__gs_ret"),)),
+                                      Symbol(CHECK_FUNCTION), ArgumentList(tuple(names)))))
+    inner.append(I("ld.param.b32", status,
+                   Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("status"))))
+    if acc.mode is Mode.LOOKUP and a.space in ("global", "generic"):
+        inner.append(I("ld.param.b64", em.reg("uclo", ".b64"),
+                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("low"))))
+        inner.append(I("ld.param.b64", em.reg("uchi", ".b64"),
+                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("high"))))
+    return Block(inner)
+
+
+def _not_performed(em: Emitter, acc: Access) -> list[Statement]:
+    """What stands in for an access the runtime refused."""
+    instr = acc.instr
+    if instr.op in ("ld", "ldu", "atom"):
+        return _zero_destinations(em, acc)
+    if instr.op != "cp":
+        return []
+    mods = instr.modifiers
+    if "bulk" not in mods:
+        if acc.access.kind is AccessKind.READ:
+            return [_zero_fill(instr)]
+        return []
+    if "mbarrier::complete_tx::bytes" in mods:
+        return [_complete_tx(instr)]
+    return []
+
+
+def _zero_fill(instr: Instruction) -> Instruction:
+    """The same ``cp.async`` with src-size 0: it reads nothing and writes zeros
+    (a bad source yields zeros, as a bad load does)."""
+    ops = list(instr.operands)
+    hint = ops[-1:] if "L2::cache_hint" in instr.modifiers else []
+    core = ops[:len(ops) - len(hint)]
+    return Instruction(instr.opcode, tuple(core[:3]) + (Immediate("0"),) + tuple(hint))
+
+
+def _complete_tx(instr: Instruction) -> Instruction:
+    """``mbarrier.complete_tx`` of the copy's bytes on its mbarrier, as the
+    copy would have done: the threads waiting on the mbarrier go on."""
+    dst_space = next(m for m in instr.modifiers[2:] if m.split("::", 1)[0] == "shared")
+    size, mbar = instr.operands[2], instr.operands[3]
+    return Instruction(f"mbarrier.complete_tx.{dst_space}.b64", (mbar, size))
+
+
+def _zero_destinations(em: Emitter, acc: Access) -> list[Statement]:
+    instr = acc.instr
+    first = instr.operands[0]
+    regs = []
+    if isinstance(first, Register):
+        regs = [first]
+    elif isinstance(first, Vector):
+        regs = [r for r in first.items if isinstance(r, Register)]
+    out: list[Statement] = []
+    elem = max(acc.access.width // query.vector_count(instr.modifiers), 1)
+    for r in regs:
+        t = em.plan.types.get(r.name)
+        size = ptx.type_size(t) if t else elem
+        if t == ".pred":
+            out.append(I("setp.ne.u32", r.name, 0, 0))
+        elif size == 1:
+            u = em.reg("u", ".b32")
+            out.append(I("mov.u32", u, 0))
+            out.append(I("cvt.u8.u32", r.name, u))
+        else:
+            out.append(I(f"mov.b{size * 8}", r.name, 0))
+    return out
