@@ -334,3 +334,13 @@ def test_under_the_cpu_device_the_red_zone_is_applied_once() -> None:
     assert (record.base, record.size) == (int(first), 1000 + 256)
     w["cuMemFree"](first)
     assert d.memory.find(int(first)).live  # the registry quarantines; the device does not
+
+
+def test_ptx_with_a_byte_that_is_not_utf8_is_instrumented_byte_for_byte() -> None:
+    from gpusafe.engine.modules import Modules
+
+    image = PTX.replace("ret;", "ret; // caf\xe9").encode("latin-1") + b"\0"
+    plan = Modules().plan(image)
+    assert plan.problem is None and plan.info.sites is not None
+    assert "k" in plan.info.sites.kernels
+    assert b"caf\xe9" in plan.image  # the comment's byte went through untouched
