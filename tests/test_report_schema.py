@@ -120,6 +120,12 @@ MUTATIONS = {
     "boolean exit code": (_set(["exit_code"], True), False),
     "null kernel list": (_set(["checked_kernels"], None), False),
     "kernel list without reason": (_delete(["unchecked_kernels", 0, "reason"]), False),
+    "address over 64 bits": (_set(["violations", 0, "address"], "0x1" + "0" * 16), False),
+    "size over 64 bits": (_set(["violations", 0, "allocation", "size"], 1 << 64), False),
+    "offset under -(2^64-1)": (_set(["violations", 0, "allocation", "offset"], -(1 << 64)),
+                               False),
+    "count over 64 bits": (_set(["violations", 0, "count"], 10 ** 30), False),
+    "negative suppressed count": (_set(["summary", "suppressed"], -1), False),
     # accepted by both
     "null exit code": (_set(["exit_code"], None), True),
     "upper-case hex": (_set(["violations", 0, "address"], "0x7F0000001104"), True),
@@ -128,6 +134,9 @@ MUTATIONS = {
     "no kernel lists": (lambda d: (d.pop("checked_kernels"), d.pop("unchecked_kernels")), True),
     "empty command": (_set(["command"], []), True),
     "integral float size": (_set(["violations", 0, "size"], 4.0), True),
+    "largest 64-bit address": (_set(["violations", 0, "address"], "0xffffffffffffffff"), True),
+    "largest 64-bit count": (_set(["violations", 0, "count"], (1 << 64) - 1), True),
+    "suppressed count": (_set(["summary", "suppressed"], 2), True),
 }
 
 

@@ -7,6 +7,10 @@ The flags follow compute-sanitizer's where they mean the same thing
 not do its job, a report file it could not write included: it never turns its
 own failure into a clean pass. The report flags (``--log-file``, ``--json``,
 ``--sarif``, ``--junit``) are those of :mod:`gpusafe.report.formats`.
+``--suppressions FILE`` leaves out the findings a suppressions file matches
+(:mod:`gpusafe.report.suppressions`) before any report is written and before
+the exit status is decided; a file that cannot be used stops the run before
+the program starts.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
 from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from ..process.session import RunOptions
 from ..process.start import LaunchError, child_environment, choose_device, classify, run_program
-from ..report import Report, ReportBuilder, formats
+from ..report import Report, ReportBuilder, formats, suppressions
 from ..report.formats import RenderOptions
 from . import count, reason, tool_error, write_output
 
@@ -89,6 +94,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--kernel-filter", metavar="REGEX",
                    help="check only kernels whose (mangled) name matches REGEX; the others "
                         "run unchecked and are listed as such in the report")
+    p.add_argument("--suppressions", action="append", default=[], metavar="FILE",
+                   help="do not report (or fail on) the violations a suppressions file "
+                        "matches (repeatable; see gpusafe.report.suppressions for the format)")
     p.add_argument("--no-check", dest="check", action="store_false",
                    help="run on the chosen device with every check off (timing baselines, "
                         "running GPU code in CI without a GPU)")
@@ -109,6 +117,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.padding % 256:
         return tool_error(PROG, "--padding must be a multiple of 256 (the driver's allocation "
                                 "alignment)")
+    try:
+        suppress = suppressions.load(args.suppressions)
+    except suppressions.SuppressionError as e:
+        return tool_error(PROG, str(e))
     try:
         command = classify(argv)
         if not command.python:
@@ -135,10 +147,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         shutil.rmtree(session_dir, ignore_errors=True)
     for problem in problems:
         tool_error(PROG, problem)
-    unwritten = write_reports(report, args)
+    status = conclude(report, args, suppress)
+    return EXIT_TOOL_ERROR if problems else status
+
+
+def conclude(report: Report, args: argparse.Namespace,
+             suppress: Sequence[suppressions.Suppression] = ()) -> int:
+    """The end of a run, once its report is merged: leave out what the
+    suppressions match, write every report, and decide the exit status."""
+    unused: list[str] = []
+    if args.suppressions:
+        report, unmatched = suppressions.apply(report, suppress)
+        unused = [str(s) for s in unmatched]
+    unwritten = write_reports(report, args, unused)
     for failure in unwritten:
         tool_error(PROG, failure)
-    if problems or unwritten:
+    if unwritten:
         return EXIT_TOOL_ERROR
     return report.exit_status(args.error_exitcode)
 
@@ -164,7 +188,8 @@ def collect(session_dir: Path, argv: list[str], device: str, status: int,
     return builder.build(exit_code=status), problems
 
 
-def write_reports(report: Report, args: argparse.Namespace) -> list[str]:
+def write_reports(report: Report, args: argparse.Namespace,
+                  unused_suppressions: Sequence[str] = ()) -> list[str]:
     """Write every report file the flags name, and show the terminal report on
     standard error unless ``--log-file`` took it. Returns one line per file
     that could not be written; the terminal report is then shown all the
@@ -174,7 +199,7 @@ def write_reports(report: Report, args: argparse.Namespace) -> list[str]:
     if script:
         search.insert(0, Path(script).resolve().parent)
     to_file = RenderOptions(print_limit=args.print_limit, search_dirs=search, color=False,
-                            width=LOG_FILE_WIDTH)
+                            width=LOG_FILE_WIDTH, unused_suppressions=unused_suppressions)
     unwritten = []
     logged = False
     for fmt in formats.FORMATS.values():
@@ -189,5 +214,6 @@ def write_reports(report: Report, args: argparse.Namespace) -> list[str]:
         logged = logged or fmt.name == formats.TERMINAL
     if not logged:
         formats.write(report, formats.TERMINAL, sys.stderr,
-                      RenderOptions(print_limit=args.print_limit, search_dirs=search))
+                      RenderOptions(print_limit=args.print_limit, search_dirs=search,
+                                    unused_suppressions=unused_suppressions))
     return unwritten

@@ -5,8 +5,13 @@ In data-flow order:
 - :mod:`.model`: the facts (:class:`Violation`, :class:`AllocationInfo`, ...),
   the :class:`ReportBuilder` that folds occurrences into deduplicated entries,
   and the versioned JSON form (:meth:`Report.to_json` / :meth:`Report.from_json`).
+- :mod:`.suppressions`: the suppressions file format, and leaving out the
+  entries it matches before anything is rendered or an exit status decided.
 - :mod:`.describe`: the words for where an address lies and what was
   attempted (a kind's own words are its facts, :mod:`instrument.kinds`).
+- :mod:`.display`: what a person is shown of a report's strings (paths by
+  one rule, control characters escaped); :mod:`.picture`: the map of an
+  access against its allocation.
 - :mod:`.terminal`, :mod:`.sarif`, :mod:`.junit`: the renderings.
 - :mod:`.formats`: every format by name, the one dispatch that ``gpusafe run``
   and ``gpusafe report`` share (imported on demand: the terminal renderer

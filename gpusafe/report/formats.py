@@ -27,14 +27,19 @@ class RenderOptions:
 
     ``print_limit``: at most that many violation blocks (0: all).
     ``search_dirs``: where to look for the sources a report names.
+    ``source_roots``: None to read any source a report names, or the
+    directories a source must lie under to be read (a report handed to you).
     ``color``: None to colour only a terminal not under NO_COLOR, False never.
     ``width``: the line width (None: the stream's own, or 80).
+    ``unused_suppressions``: suppressions that matched nothing, to list.
     """
 
     print_limit: int = 0
     search_dirs: Sequence[Path] = ()
+    source_roots: Sequence[Path] | None = None
     color: bool | None = None
     width: int | None = None
+    unused_suppressions: Sequence[str] = ()
 
 
 Writer = Callable[[Report, TextIO, RenderOptions], None]
@@ -53,7 +58,9 @@ class Format:
 
 def _terminal(report: Report, out: TextIO, options: RenderOptions) -> None:
     terminal.render(report, out, print_limit=options.print_limit,
-                    search_dirs=options.search_dirs, color=options.color, width=options.width)
+                    search_dirs=options.search_dirs, source_roots=options.source_roots,
+                    color=options.color, width=options.width,
+                    unused_suppressions=options.unused_suppressions)
 
 
 def _text(render: Callable[[Report], str]) -> Writer:

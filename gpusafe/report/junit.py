@@ -14,6 +14,7 @@ import shlex
 import xml.etree.ElementTree as ET
 
 from .describe import describe_allocation, describe_threads, message
+from .display import with_display_paths
 from .model import Report, Violation, hex_address
 
 HOST_CASE = "host"
@@ -50,6 +51,9 @@ def to_element(report: Report) -> ET.Element:
     if report.summary.dropped:
         ET.SubElement(props, "property", name="dropped_records",
                       value=str(report.summary.dropped))
+    if report.summary.suppressed is not None:
+        ET.SubElement(props, "property", name="suppressed",
+                      value=str(report.summary.suppressed))
 
     failures = skipped = tests = 0
     for name in [*kernels, HOST_CASE]:
@@ -67,7 +71,7 @@ def to_element(report: Report) -> ET.Element:
                         + ", ".join(kinds),
                 type=kinds[0] if len(kinds) == 1 else "gpusafe-violations",
             )
-            fail.text = "\n\n".join(failure_text(v) for v in found) + "\n"
+            fail.text = "\n\n".join(failure_text(with_display_paths(v)) for v in found) + "\n"
     for k in report.unchecked_kernels or ():
         case = ET.SubElement(suite, "testcase", name=k.name, classname=cls)
         ET.SubElement(case, "skipped", message=f"not checked: {k.reason}")

@@ -39,7 +39,11 @@ DEFAULT_MAX_THREADS = 8
 
 Dim3 = tuple[int, int, int]
 
-_HEX = re.compile(r"0x[0-9a-fA-F]+\Z")
+_HEX = re.compile(r"0x[0-9a-fA-F]{1,16}\Z")
+_LONGEST = (1 << 64) - 1
+"""The largest magnitude of any integer a report holds: addresses, sizes and
+offsets are 64-bit quantities, counts cannot outgrow them."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ReportFormatError(ValueError):
@@ -174,11 +178,16 @@ class UncheckedKernel:
 
 @dataclass(frozen=True)
 class Summary:
+    """The counts of a report. ``violations`` and ``occurrences`` count the
+    entries reported; ``suppressed`` counts the entries that suppressions
+    removed, and is None when no suppressions were given."""
+
     violations: int
     occurrences: int
     kernels_checked: int
     launches: int
     dropped: int
+    suppressed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +233,8 @@ class Report:
                 "dropped": self.summary.dropped,
             },
         }
+        if self.summary.suppressed is not None:
+            d["summary"]["suppressed"] = self.summary.suppressed
         if self.checked_kernels is not None:
             d["checked_kernels"] = [
                 {"name": k.name, "launches": k.launches} for k in self.checked_kernels
@@ -364,6 +375,7 @@ class ReportBuilder:
         self._launches: dict[str, int] = {}
         self._unchecked: dict[str, str] = {}
         self._dropped = 0
+        self._suppressed: int | None = None
         # Records are drained at synchronisation points, which a program may
         # reach from several threads at once.
         self._lock = threading.RLock()
@@ -472,6 +484,8 @@ class ReportBuilder:
             for u in report.unchecked_kernels or ():
                 self.record_unchecked(u.name, u.reason)
             self._dropped += report.summary.dropped
+            if report.summary.suppressed is not None:
+                self._suppressed = (self._suppressed or 0) + report.summary.suppressed
 
     # -- result ----------------------------------------------------------------
 
@@ -491,6 +505,7 @@ class ReportBuilder:
             checked = tuple(CheckedKernel(n, c) for n, c in self._launches.items())
             unchecked = tuple(UncheckedKernel(n, r) for n, r in self._unchecked.items())
             dropped = self._dropped
+            suppressed = self._suppressed
         return Report(
             command=self.command,
             device=self.device,
@@ -502,6 +517,7 @@ class ReportBuilder:
                 kernels_checked=len(checked),
                 launches=sum(k.launches for k in checked),
                 dropped=dropped,
+                suppressed=suppressed,
             ),
             tool=self.tool,
             checked_kernels=checked,
@@ -543,7 +559,8 @@ def _read_report(doc: Any) -> Report:
                                           f"(this gpusafe reads {SCHEMA_ID!r})")
     t = _object(d["tool"], "tool", required=("name", "version"))
     s = _object(d["summary"], "summary",
-                required=("violations", "occurrences", "kernels_checked", "launches", "dropped"))
+                required=("violations", "occurrences", "kernels_checked", "launches", "dropped"),
+                optional=("suppressed",))
     return Report(
         schema=schema,
         tool=ToolInfo(_string(t["name"], "tool.name"), _string(t["version"], "tool.version")),
@@ -659,6 +676,12 @@ def _array(doc: Any, path: str) -> list:
 def _string(doc: Any, path: str) -> str:
     if not isinstance(doc, str):
         raise ReportFormatError(path, f"expected a string, got {_type_name(doc)}")
+    # JSON can spell half a UTF-16 pair ("\\ud800"); it is no character, and
+    # no text holding one can be printed or written as UTF-8.
+    lone = _SURROGATE.search(doc)
+    if lone:
+        raise ReportFormatError(path, f"a lone surrogate \\u{ord(lone.group()):04x} is not a "
+                                      "character")
     return doc
 
 
@@ -668,6 +691,9 @@ def _integer(doc: Any, path: str, minimum: int | None = None) -> int:
         doc = int(doc)
     if isinstance(doc, bool) or not isinstance(doc, int):
         raise ReportFormatError(path, f"expected an integer, got {_type_name(doc)}")
+    if abs(doc) > _LONGEST:
+        raise ReportFormatError(path, "expected an integer of at most 64 bits, got one of "
+                                      f"{doc.bit_length()} bits")
     if minimum is not None and doc < minimum:
         raise ReportFormatError(path, f"expected an integer >= {minimum}, got {doc}")
     return doc
@@ -676,8 +702,9 @@ def _integer(doc: Any, path: str, minimum: int | None = None) -> int:
 def _address(doc: Any, path: str) -> int:
     text = _string(doc, path)
     if not _HEX.match(text):
-        raise ReportFormatError(path, f"expected a hex address like '0x7f0000001000', "
-                                      f"got {text!r}")
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ReportFormatError(path, f"expected a 64-bit hex address like '0x7f0000001000', "
+                                      f"got {shown!r}")
     return int(text, 16)
 
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from instrument.kinds import ViolationKind
 
 from .describe import message
+from .display import with_display_paths
 from .model import Report, SourceLocation, Violation, hex_address
 
 SARIF_VERSION = "2.1.0"
@@ -76,6 +77,7 @@ def to_sarif(report: Report) -> dict[str, Any]:
                     "kernelsChecked": s.kernels_checked,
                     "launches": s.launches,
                     "dropped": s.dropped,
+                    **({"suppressed": s.suppressed} if s.suppressed is not None else {}),
                 },
             },
         }],
@@ -105,7 +107,7 @@ def _result(v: Violation) -> dict[str, Any]:
         "ruleId": v.kind.value,
         "ruleIndex": _RULE_INDEX[v.kind],
         "level": v.kind.facts.sarif_level,
-        "message": {"text": message(v)},
+        "message": {"text": message(with_display_paths(v))},
     }
     location = _primary_location(v)
     if location is not None:

@@ -2,9 +2,14 @@
 
 A header (command, device), one block per violation (kind, access, kernel,
 ``file:line`` with the CUDA source around it, threads, address, the
-allocation in words, occurrences), then a summary table. Every line reads the
-same without colour: colour is added only on a terminal, and never where
-NO_COLOR is set (rich's own rules).
+allocation in words and in a picture, occurrences), then a summary table.
+Every line reads the same without colour: colour is added only on a
+terminal, and never where NO_COLOR is set (rich's own rules).
+
+A report may come from someone else: every string it holds is shown
+:func:`~.display.printable` (no escape sequence reaches the terminal), paths
+by the one rule of :func:`~.display.display_path`, and a source excerpt is
+read only from a file under ``source_roots`` when the caller gives them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from rich.table import Table
 from rich.text import Text
 
 from .describe import describe_access, describe_allocation, describe_threads
+from .display import as_shown, printable
 from .model import Report, SourceLocation, Violation, hex_address
+from .picture import picture
 
 CONTEXT_LINES = 2
 """Source lines shown on each side of the faulting line."""
@@ -36,19 +43,28 @@ def render(
     *,
     print_limit: int = 0,
     search_dirs: Iterable[str | os.PathLike[str]] = (),
+    source_roots: Iterable[str | os.PathLike[str]] | None = None,
     color: bool | None = None,
     width: int | None = None,
+    unused_suppressions: Sequence[str] = (),
 ) -> None:
     """Write ``report`` to ``file`` (standard error by default).
 
     ``print_limit``: at most that many violation blocks (0: all); the summary
     still counts every one. ``search_dirs``: where to look for a source file
     whose name is not found as given (NVRTC names sources without a directory;
-    pass the program's directory). ``color``: None to colour only a terminal
-    not under NO_COLOR, False never, True always.
+    pass the program's directory). ``source_roots``: None to read any source
+    file a location names (the report of the run itself), or the directories
+    a source file must lie under, its links resolved, to be read (a report
+    handed to you names any file it likes). ``color``: None to colour only a
+    terminal not under NO_COLOR, False never, True always.
+    ``unused_suppressions``: the suppressions that matched nothing, listed
+    after the summary.
     """
     console = _console(file if file is not None else sys.stderr, color, width)
-    _Renderer(console, tuple(Path(d) for d in search_dirs)).report(report, print_limit)
+    roots = None if source_roots is None else tuple(Path(d) for d in source_roots)
+    renderer = _Renderer(console, tuple(Path(d) for d in search_dirs), roots)
+    renderer.report(report, print_limit, tuple(unused_suppressions))
 
 
 def render_text(
@@ -56,12 +72,15 @@ def render_text(
     *,
     print_limit: int = 0,
     search_dirs: Iterable[str | os.PathLike[str]] = (),
+    source_roots: Iterable[str | os.PathLike[str]] | None = None,
     width: int = 100,
+    unused_suppressions: Sequence[str] = (),
 ) -> str:
     """The report as plain text, without colour (for log files and tests)."""
     buf = io.StringIO()
-    render(report, buf, print_limit=print_limit, search_dirs=search_dirs, color=False,
-           width=width)
+    render(report, buf, print_limit=print_limit, search_dirs=search_dirs,
+           source_roots=source_roots, color=False, width=width,
+           unused_suppressions=unused_suppressions)
     return buf.getvalue()
 
 
@@ -75,9 +94,11 @@ def _console(file: TextIO, color: bool | None, width: int | None) -> Console:
                    force_terminal=False, no_color=True)
 
 
-def find_source(file: str, search_dirs: Sequence[Path]) -> Path | None:
+def find_source(file: str, search_dirs: Sequence[Path],
+                roots: Sequence[Path] | None = None) -> Path | None:
     """The source file a location names: as given, then under each search
-    directory (by its relative path, then by its bare name)."""
+    directory (by its relative path, then by its bare name). With ``roots``,
+    only a file that lies under one of them once its links are resolved."""
     given = Path(file)
     candidates = [given]
     if not given.is_absolute():
@@ -87,39 +108,58 @@ def find_source(file: str, search_dirs: Sequence[Path]) -> Path | None:
         if given.name:
             candidates.append(d / given.name)
     for c in candidates:
-        if c.is_file():
-            return c
+        try:
+            if roots is not None:
+                # decide on the file the links lead to, and read that one
+                c = c.resolve()
+                if not any(c.is_relative_to(root.resolve()) for root in roots):
+                    continue
+            if c.is_file():
+                return c
+        except (OSError, ValueError, RuntimeError):  # a name the system refuses, a link loop
+            continue
     return None
 
 
 def source_excerpt(
-    location: SourceLocation, search_dirs: Sequence[Path], context: int = CONTEXT_LINES
+    location: SourceLocation, search_dirs: Sequence[Path], context: int = CONTEXT_LINES,
+    roots: Sequence[Path] | None = None,
 ) -> list[tuple[int, str]] | None:
     """``(line number, text)`` around ``location.line``; None when the file
-    cannot be found or read, or does not have that line."""
-    path = find_source(location.file, search_dirs)
+    cannot be found (under ``roots``, when given) or read, or does not have
+    that line. Lines end at ``\\n`` only, as compilers count them; the file
+    is read no further than the excerpt."""
+    path = find_source(location.file, search_dirs, roots)
     if path is None:
         return None
+    first = max(1, location.line - context)
+    last = location.line + context
+    lines: list[tuple[int, str]] = []
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with path.open("rb") as f:
+            for n, raw in enumerate(f, 1):
+                if n > last:
+                    break
+                if n >= first:
+                    lines.append((n, raw.decode("utf-8", errors="replace").rstrip()))
     except OSError:
         return None
-    if not 1 <= location.line <= len(lines):
+    if not lines or lines[-1][0] < location.line:
         return None
-    first = max(1, location.line - context)
-    last = min(len(lines), location.line + context)
-    return [(n, lines[n - 1].rstrip()) for n in range(first, last + 1)]
+    return lines
 
 
 class _Renderer:
-    def __init__(self, console: Console, search_dirs: tuple[Path, ...]) -> None:
+    def __init__(self, console: Console, search_dirs: tuple[Path, ...],
+                 roots: tuple[Path, ...] | None) -> None:
         self.out = console
         self.search_dirs = search_dirs
+        self.roots = roots
 
     def line(self, text: Text | str = "") -> None:
         self.out.print(text, soft_wrap=True)
 
-    def report(self, report: Report, print_limit: int) -> None:
+    def report(self, report: Report, print_limit: int, unused: tuple[str, ...]) -> None:
         self.header(report)
         shown = report.violations if print_limit <= 0 else report.violations[:print_limit]
         for i, v in enumerate(shown, 1):
@@ -130,20 +170,21 @@ class _Renderer:
                            f"(--print-limit {print_limit}); the summary counts them all.",
                            style="yellow"))
             self.line()
-        self.summary(report)
+        self.summary(report, unused)
 
     def header(self, report: Report) -> None:
         title = Text("gpusafe", style="bold")
-        title.append(f" {report.tool.version}", style="dim")
+        title.append(f" {printable(report.tool.version)}", style="dim")
         title.append(": ")
-        title.append(shlex.join(report.command) or "(no command)", style="bold")
+        title.append(printable(shlex.join(report.command)) or "(no command)", style="bold")
         self.line(title)
-        self.line(Text(f"device: {report.device}"))
+        self.line(Text(f"device: {printable(report.device)}"))
         if report.exit_code is not None:
             self.line(Text(f"program exit status: {report.exit_code}"))
         self.line()
 
-    def violation(self, index: int, v: Violation) -> None:
+    def violation(self, index: int, recorded: Violation) -> None:
+        v = as_shown(recorded)
         head = Text(f"[{index}] ", style="dim")
         head.append(f"ERROR {v.kind.value}", style="bold red")
         head.append(f"  {v.kind.facts.title}")
@@ -158,7 +199,7 @@ class _Renderer:
                 loc += f":{v.location.column}"
             at.append(loc, style="cyan")
             self.line(at)
-            excerpt = source_excerpt(v.location, self.search_dirs)
+            excerpt = source_excerpt(recorded.location, self.search_dirs, roots=self.roots)
             if excerpt:
                 self.excerpt(excerpt, v.location.line)
         elif v.on_device:
@@ -184,6 +225,10 @@ class _Renderer:
             if where:
                 addr.append(where, style="magenta")
             self.line(addr)
+        drawn = picture(v)
+        if drawn is not None:
+            for row in drawn:
+                self.line(Text(row))
         n = v.count
         self.line(Text(f"    {n} occurrence{'s' if n != 1 else ''}"))
         self.line()
@@ -194,10 +239,10 @@ class _Renderer:
             hit = n == target
             row = Text("    " + (">" if hit else " ") + f" {n:>{width}} | ",
                        style="bold red" if hit else "dim")
-            row.append(text, style="bold" if hit else "")
+            row.append(printable(text, keep="\t"), style="bold" if hit else "")
             self.line(row)
 
-    def summary(self, report: Report) -> None:
+    def summary(self, report: Report, unused: tuple[str, ...]) -> None:
         s = report.summary
         table = Table(title="gpusafe summary", box=box.ASCII2, title_justify="left",
                       show_edge=True)
@@ -220,16 +265,23 @@ class _Renderer:
             table.add_row("kernels NOT checked", str(len(unchecked)), "", style="yellow")
         if s.dropped:
             table.add_row("records dropped", str(s.dropped), "", style="yellow")
+        if s.suppressed is not None:
+            table.add_row("suppressed", str(s.suppressed), "")
         self.out.print(table)
         for k in unchecked:
-            self.line(Text(f"not checked: kernel {k.name}: {k.reason}", style="yellow"))
+            self.line(Text(f"not checked: kernel {printable(k.name)}: {printable(k.reason)}",
+                           style="yellow"))
+        for sup in unused:
+            self.line(Text(f"suppression matched nothing: {printable(sup)}", style="yellow"))
         if s.dropped:
             self.line(Text(f"warning: {s.dropped} violation records were dropped "
                            "(the violation buffer was full); more violations happened than "
                            "are counted above.", style="yellow"))
+        also = f" ({s.suppressed} suppressed)" if s.suppressed else ""
         if report.violations:
             self.line(Text(f"gpusafe: {s.violations} violation"
                            f"{'s' if s.violations != 1 else ''} ({s.occurrences} occurrence"
-                           f"{'s' if s.occurrences != 1 else ''}) found.", style="bold red"))
+                           f"{'s' if s.occurrences != 1 else ''}) found{also}.",
+                           style="bold red"))
         else:
-            self.line(Text("gpusafe: no violations found.", style="bold green"))
+            self.line(Text(f"gpusafe: no violations found{also}.", style="bold green"))
