@@ -16,6 +16,15 @@ class Backend(Protocol):
     synchronous: bool  # every launch has finished when its call returns
     driver: Any  # an object with cuda.bindings.driver's functions
     runtime: Any  # an object with cuda.bindings.runtime's functions
+    record_memory: Any
+    """Memory for gpusafe's own launch records (``alloc``/``write``/``read``/
+    ``free``) that stays readable after a launch faults and from any thread,
+    or None: then the records go through the driver API, in the context of
+    the launch."""
+
+    def fault_detail(self) -> str | None:
+        """What the backend knows of the last failed call (where a fault
+        happened), if anything."""
 
 
 def open_backend(kind: str) -> Backend:

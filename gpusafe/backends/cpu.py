@@ -1,6 +1,10 @@
 """The CPU device as a backend: a fresh device of its own for the checked
 process, whose memory applies no red zone and no quarantine, because the
-engine's registry applies that policy (once) to every allocation."""
+engine's registry applies that policy (once) to every allocation.
+
+gpusafe's launch records live in the device's memory directly, outside every
+context: a launch that faults makes its context's error sticky, and the
+records written before the fault must still be read."""
 
 from __future__ import annotations
 
@@ -15,3 +19,7 @@ class CpuBackend:
     def __init__(self) -> None:
         self.driver = Driver(red_zone=0, quarantine=0)
         self.runtime = Runtime(self.driver)
+        self.record_memory = self.driver.memory
+
+    def fault_detail(self) -> str | None:
+        return self.driver.last_error_detail()

@@ -21,7 +21,11 @@ def _snapshot(module: ModuleType) -> SimpleNamespace:
 class CudaBackend:
     name = "cuda"
     synchronous = False
+    record_memory = None  # through the driver API, in the launch's context
 
     def __init__(self) -> None:
         self.driver = _snapshot(_driver)
         self.runtime = _snapshot(_runtime)
+
+    def fault_detail(self) -> str | None:
+        return None

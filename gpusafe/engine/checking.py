@@ -34,6 +34,15 @@ from .registry import (
     leak_verdicts,
 )
 
+_FAULTS = frozenset({
+    CUresult.CUDA_ERROR_ASSERT, CUresult.CUDA_ERROR_LAUNCH_FAILED,
+    CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS,
+    CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION, CUresult.CUDA_ERROR_INVALID_PC,
+    CUresult.CUDA_ERROR_HARDWARE_STACK_ERROR, CUresult.CUDA_ERROR_LAUNCH_TIMEOUT,
+    CUresult.CUDA_ERROR_INVALID_ADDRESS_SPACE,
+})
+"""Launch results that mean the kernel started and did not finish."""
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -54,7 +63,8 @@ class Engine:
         self.policy = policy
         self.registry = Registry(policy.padding, policy.quarantine)
         self.modules = Modules(policy.kernel_filter)
-        self.pipeline = LaunchPipeline(DriverMemory(self.driver))
+        self.pipeline = LaunchPipeline(backend.record_memory or DriverMemory(self.driver))
+        self._records_survive_faults = backend.record_memory is not None
         self._pending: list[Launch] = []
         self._lock = threading.RLock()
 
@@ -220,13 +230,26 @@ class Engine:
             result = perform(array.address, 0)
             del array
             if result[0] != self.E.CUDA_SUCCESS:
-                self.pipeline.release(launch)
+                self._failed(launch, result[0])
                 return result
             self.findings.report.record_launch(name)
             self._pending.append(launch)
         if self.backend.synchronous:
             self.drain()  # the launch has finished already
         return result
+
+    def _failed(self, launch: Launch, error: Any) -> None:
+        """A launch that did not run, or ended in a device fault: what it
+        recorded before the fault is still reported, and so is the fault."""
+        if not self._records_survive_faults:
+            self.pipeline.release(launch)
+            return
+        records, dropped = self.pipeline.collect(launch)
+        self.findings.device_records(launch.kernel, records, dropped, self.registry)
+        if error in _FAULTS:
+            self.findings.report.record_fault(launch.kernel, error.name,
+                                              self.backend.fault_detail() or "")
+        self.findings.changed()
 
     def _check_arguments(self, kernel: str, info: host.KernelInfo, params: bytes,
                          site: Callable[[], str | None]) -> None:

@@ -177,6 +177,17 @@ class UncheckedKernel:
 
 
 @dataclass(frozen=True)
+class DeviceFault:
+    """A launch that ended in a device fault (a failed ``assert``, ``trap``,
+    an access the device refused): the violations found before it are still
+    reported; this says the kernel did not finish."""
+
+    kernel: str
+    error: str  # the driver's result name, e.g. CUDA_ERROR_ASSERT
+    detail: str  # what is known of where and why, or ""
+
+
+@dataclass(frozen=True)
 class Summary:
     """The counts of a report. ``violations`` and ``occurrences`` count the
     entries reported; ``suppressed`` counts the entries that suppressions
@@ -202,6 +213,7 @@ class Report:
     tool: ToolInfo = field(default_factory=ToolInfo)
     checked_kernels: tuple[CheckedKernel, ...] | None = None
     unchecked_kernels: tuple[UncheckedKernel, ...] | None = None
+    faults: tuple[DeviceFault, ...] = ()
     schema: str = SCHEMA_ID
 
     @property
@@ -243,6 +255,9 @@ class Report:
             d["unchecked_kernels"] = [
                 {"name": k.name, "reason": k.reason} for k in self.unchecked_kernels
             ]
+        if self.faults:
+            d["faults"] = [{"kernel": f.kernel, "error": f.error, "detail": f.detail}
+                           for f in self.faults]
         return d
 
     def to_json(self) -> str:
@@ -374,6 +389,7 @@ class ReportBuilder:
         self._entries: dict[tuple, _Entry] = {}
         self._launches: dict[str, int] = {}
         self._unchecked: dict[str, str] = {}
+        self._faults: list[DeviceFault] = []
         self._dropped = 0
         self._suppressed: int | None = None
         # Records are drained at synchronisation points, which a program may
@@ -469,6 +485,11 @@ class ReportBuilder:
         with self._lock:
             self._unchecked.setdefault(kernel, reason)
 
+    def record_fault(self, kernel: str, error: str, detail: str) -> None:
+        """A launch that ended in a device fault."""
+        with self._lock:
+            self._faults.append(DeviceFault(kernel, error, detail))
+
     def record_dropped(self, records: int) -> None:
         """Device records lost because the violation buffer was full."""
         with self._lock:
@@ -483,6 +504,7 @@ class ReportBuilder:
                 self._launches[k.name] = self._launches.get(k.name, 0) + k.launches
             for u in report.unchecked_kernels or ():
                 self.record_unchecked(u.name, u.reason)
+            self._faults.extend(report.faults)
             self._dropped += report.summary.dropped
             if report.summary.suppressed is not None:
                 self._suppressed = (self._suppressed or 0) + report.summary.suppressed
@@ -504,6 +526,7 @@ class ReportBuilder:
             violations = self.violations()
             checked = tuple(CheckedKernel(n, c) for n, c in self._launches.items())
             unchecked = tuple(UncheckedKernel(n, r) for n, r in self._unchecked.items())
+            faults = tuple(self._faults)
             dropped = self._dropped
             suppressed = self._suppressed
         return Report(
@@ -522,6 +545,7 @@ class ReportBuilder:
             tool=self.tool,
             checked_kernels=checked,
             unchecked_kernels=unchecked,
+            faults=faults,
         )
 
 
@@ -552,7 +576,7 @@ def _as_dim3(v: Sequence[int]) -> Dim3:
 def _read_report(doc: Any) -> Report:
     d = _object(doc, "", required=("schema", "tool", "command", "device", "exit_code",
                                    "violations", "summary"),
-                optional=("checked_kernels", "unchecked_kernels"))
+                optional=("checked_kernels", "unchecked_kernels", "faults"))
     schema = _string(d["schema"], "schema")
     if schema != SCHEMA_ID:
         raise ReportFormatError("schema", f"unsupported report schema {schema!r} "
@@ -573,6 +597,7 @@ def _read_report(doc: Any) -> Report:
         summary=Summary(**{k: _integer(s[k], f"summary.{k}", minimum=0) for k in s}),
         checked_kernels=_optional_list(d, "checked_kernels", _read_checked),
         unchecked_kernels=_optional_list(d, "unchecked_kernels", _read_unchecked),
+        faults=_optional_list(d, "faults", _read_fault) or (),
     )
 
 
@@ -643,6 +668,13 @@ def _read_unchecked(doc: Any, path: str) -> UncheckedKernel:
     d = _object(doc, path, required=("name", "reason"))
     return UncheckedKernel(_string(d["name"], f"{path}.name"),
                            _string(d["reason"], f"{path}.reason"))
+
+
+def _read_fault(doc: Any, path: str) -> DeviceFault:
+    d = _object(doc, path, required=("kernel", "error", "detail"))
+    return DeviceFault(_string(d["kernel"], f"{path}.kernel"),
+                       _string(d["error"], f"{path}.error"),
+                       _string(d["detail"], f"{path}.detail"))
 
 
 def _type_name(x: Any) -> str:

@@ -263,6 +263,8 @@ class _Renderer:
         unchecked = report.unchecked_kernels or ()
         if unchecked:
             table.add_row("kernels NOT checked", str(len(unchecked)), "", style="yellow")
+        if report.faults:
+            table.add_row("launches that faulted", str(len(report.faults)), "", style="yellow")
         if s.dropped:
             table.add_row("records dropped", str(s.dropped), "", style="yellow")
         if s.suppressed is not None:
@@ -271,6 +273,10 @@ class _Renderer:
         for k in unchecked:
             self.line(Text(f"not checked: kernel {printable(k.name)}: {printable(k.reason)}",
                            style="yellow"))
+        for f in report.faults:
+            detail = f": {printable(f.detail)}" if f.detail else ""
+            self.line(Text(f"device fault: kernel {printable(f.kernel)} did not finish: "
+                           f"{printable(f.error)}{detail}", style="yellow"))
         for sup in unused:
             self.line(Text(f"suppression matched nothing: {printable(sup)}", style="yellow"))
         if s.dropped:

@@ -1,0 +1,113 @@
+"""``gpusafe run`` where programs do hard things: a kernel that faults after a
+bad access, launches from several threads, forked children."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from test_run_cli import PROLOGUE, ROOT, gpusafe_run
+
+FAULTING = r"""
+extern "C" __device__ void __assertfail(const char*, const char*, unsigned, const char*, size_t);
+#define assert(e) ((e) ? (void)0 : __assertfail(#e, __FILE__, __LINE__, __func__, 1))
+extern "C" __global__ void write_then_assert(int* out, int n)
+{
+    int i = threadIdx.x;
+    out[i] = i;            // out has n elements: threads n.. write past its end
+    assert(i < n + 100);   // fails for thread n + 100 and up
+}
+"""
+
+
+def _program(tmp_path: Path, body: str) -> Path:
+    text = PROLOGUE.format(samples=str(ROOT / "samples"),
+                           import_line="from cuda.bindings import driver")
+    path = tmp_path / "app.py"
+    path.write_text(text + textwrap.dedent(body))
+    return path
+
+
+def test_a_launch_that_faults_keeps_the_violations_found_before_the_fault(tmp_path) -> None:
+    app = _program(tmp_path, f"""\
+    ptx = compile_to_ptx({FAULTING!r}, "fault.cu")
+    mod = check(driver.cuModuleLoadData(ptx.encode()))
+    fn = check(driver.cuModuleGetFunction(mod, b"write_then_assert"))
+    out = check(driver.cuMemAlloc(4 * 16))
+    values = [np.array([int(out)], dtype=np.uint64), np.array([16], dtype=np.int32)]
+    params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+    err, = driver.cuLaunchKernel(fn, 1, 1, 1, 128, 1, 1, 0, 0, params.ctypes.data, 0)
+    print("launch:", err.name)
+    sys.exit(0 if err == driver.CUresult.CUDA_ERROR_ASSERT else 3)
+    """)
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert "launch: CUDA_ERROR_ASSERT" in out, out
+    assert rc == 86, out
+    assert [v["kind"] for v in doc["violations"]] == ["global-out-of-bounds"]
+    assert doc["faults"][0]["kernel"] == "write_then_assert"
+    assert doc["faults"][0]["error"] == "CUDA_ERROR_ASSERT"
+    assert "device fault: kernel write_then_assert did not finish" in out
+
+
+def test_launches_from_several_threads_are_checked_and_counted_once(tmp_path) -> None:
+    kernel = r"""
+    extern "C" __global__ void fill(int* out, int n)
+    {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i <= n) out[i] = i;   // one element past the end
+    }
+    """
+    app = _program(tmp_path, f"""\
+    import threading
+    ptx = compile_to_ptx({kernel!r}, "fill.cu")
+    mod = check(driver.cuModuleLoadData(ptx.encode()))
+    fn = check(driver.cuModuleGetFunction(mod, b"fill"))
+    failures = []
+
+    def worker(k):
+        try:
+            check(driver.cuCtxSetCurrent(ctx))
+            n = 64
+            out = check(driver.cuMemAlloc(4 * n))
+            values = [np.array([int(out)], dtype=np.uint64), np.array([n], dtype=np.int32)]
+            params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+            for _ in range(5):
+                check(driver.cuLaunchKernel(fn, 1, 1, 1, 128, 1, 1, 0, 0,
+                                            params.ctypes.data, 0))
+            check(driver.cuCtxSynchronize())
+            check(driver.cuMemFree(out))
+        except Exception as e:  # noqa: BLE001
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    """)
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert rc == 86, out
+    assert doc["summary"]["launches"] == 20
+    # one write past the end per launch: 20 occurrences, whichever thread drained them
+    assert doc["summary"]["occurrences"] == 20, out
+    assert {v["kind"] for v in doc["violations"]} == {"global-out-of-bounds"}
+
+
+def test_a_forked_child_does_not_report_its_parents_findings(tmp_path) -> None:
+    app = _program(tmp_path, """\
+    import os
+    p = check(driver.cuMemAlloc(64))
+    q = check(driver.cuMemAlloc(64))
+    driver.cuMemFree(int(p) + 1)      # the parent's one invalid free
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)               # a child that exits normally: atexit runs
+        os.waitpid(pid, 0)
+    check(driver.cuMemFree(q))
+    """)
+    rc, doc, out = gpusafe_run(tmp_path, "--leak-check", "python", str(app))
+    assert rc == 86, out
+    kinds = sorted((v["kind"], v["count"]) for v in doc["violations"])
+    assert kinds == [("invalid-free", 1), ("leak", 1)], out  # p leaks, once, in the parent
