@@ -1,4 +1,5 @@
-"""Argument conversions of ``gpusafe.cpu.driver``, mirroring cuda-python's bindings.
+"""Argument conversions of cuda-python's bindings, for the CPU device's API
+surfaces (``gpusafe.cpu.driver``, ``gpusafe.cpu.runtime``) and the engine.
 
 cuda-python converts each Python argument before it calls the C driver; a
 value it cannot convert raises a Python exception (``TypeError``,
