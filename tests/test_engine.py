@@ -71,7 +71,8 @@ class StandInDriver:
 
 def make_engine(**policy) -> tuple[Engine, StandInDriver]:
     driver = StandInDriver()
-    backend = SimpleNamespace(name="cuda", synchronous=False, driver=driver, runtime=driver)
+    backend = SimpleNamespace(name="cuda", synchronous=False, driver=driver, runtime=driver,
+                              record_memory=None, fault_detail=lambda: None)
     return Engine(backend, Findings(ReportBuilder(["app"], "stand-in")), Policy(**policy)), driver
 
 

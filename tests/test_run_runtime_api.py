@@ -431,6 +431,7 @@ class FakeBackend:
     synchronous = False
     driver = FakeDriver()
     runtime = None
+    record_memory = None
 
 
 class CountingEngine(Engine):

@@ -27,12 +27,13 @@ class Backend(Protocol):
         happened), if anything."""
 
 
-def open_backend(kind: str) -> Backend:
-    """The backend for ``--device cpu`` or ``--device cuda``."""
+def open_backend(kind: str, *, pads: bool) -> Backend:
+    """The backend for ``--device cpu`` or ``--device cuda``; ``pads``: the
+    engine applies red zones and quarantine itself (checking is on)."""
     if kind == "cpu":
         from .cpu import CpuBackend
 
-        return CpuBackend()
+        return CpuBackend(pads=pads)
     from .cuda import CudaBackend
 
     return CudaBackend()

@@ -63,7 +63,7 @@ class Session:
 
     def install(self) -> None:
         """Open the backend and put the Python door in front of it."""
-        backend = open_backend(self.options.device)
+        backend = open_backend(self.options.device, pads=self.options.check)
         if self.options.check:
             o = self.options
             self.engine = Engine(backend, self.findings,
