@@ -345,3 +345,27 @@ def test_ptx_with_a_byte_that_is_not_utf8_is_instrumented_byte_for_byte() -> Non
     assert plan.problem is None and plan.info.sites is not None
     assert "k" in plan.info.sites.kernels
     assert b"caf\xe9" in plan.image  # the comment's byte went through untouched
+
+
+def test_the_pipeline_reuses_its_buffers_from_launch_to_launch() -> None:
+    from gpusafe.cpu.memory import DeviceMemory
+    from gpusafe.engine.launches import LaunchPipeline
+    from instrument.checks import instrument
+    from instrument.host import AllocationRecord
+
+    result = instrument(PTX)
+    memory = DeviceMemory()
+    buf = memory.alloc(64)
+    records = [AllocationRecord(1, buf, 64)]
+    pipeline = LaunchPipeline(memory)
+    params = buf.to_bytes(8, "little")
+
+    def launch_once() -> None:
+        launch = pipeline.prepare(result.sites, "k", params, records, table_key="t")
+        assert pipeline.collect(launch) == ([], 0)
+
+    launch_once()
+    after_one = len(memory.allocations)
+    for _ in range(10):
+        launch_once()
+    assert len(memory.allocations) == after_one  # no new buffer after the first launch

@@ -125,10 +125,12 @@ class Engine:
     # -- contexts ------------------------------------------------------------
 
     def context_ending(self) -> None:
-        """Before a context may go away: finish its launches, drop the table
-        copy that lives in it."""
+        """Before a context may go away: finish its launches, and drop what
+        of gpusafe's own lives in it (records kept outside every context
+        stay)."""
         self.drain()
-        self.pipeline.forget_table()
+        if not self._records_survive_faults:
+            self.pipeline.forget_table()
 
     def context_destroyed(self, context: int) -> None:
         """The driver destroyed ``context`` and reclaimed its memory."""

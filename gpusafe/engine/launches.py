@@ -2,11 +2,14 @@
 
 Before the launch, :meth:`LaunchPipeline.prepare` places in device memory the
 allocation table (uploaded again only when it changed), an empty violation
-buffer and the launch context (each pointer root's bounds and every check
+buffer (only its header is written: the records past ``count`` are never
+read) and the launch context (each pointer root's bounds and every check
 slot's limit, ``instrument/host.py``), and gives the parameter buffer of the
 instrumented kernel: the program's own parameters and the hidden context
 pointer.  After it, :meth:`LaunchPipeline.collect` reads the violation records
-back and frees what the launch used.
+back (the header, then only the records it counts) and keeps the launch's
+buffers for the next launch: a program launching ten thousand kernels does
+not allocate twenty thousand buffers.
 
 The pipeline works on any device memory with ``alloc``/``write``/``read``/
 ``free``: the driver-backed memory of ``gpusafe run`` (:class:`DriverMemory`),
@@ -86,7 +89,7 @@ class Launch:
     sites: SiteTable
     params: bytes  # the instrumented kernel's parameter buffer, hidden parameter included
     violations: int  # address of its violation buffer
-    buffers: list[int] = field(default_factory=list)  # what collect() frees
+    buffers: list[tuple[int, int]] = field(default_factory=list)  # (address, size) it holds
 
 
 @dataclass
@@ -104,12 +107,22 @@ class LaunchPipeline:
         self.capacity = capacity
         self._table: _Table | None = None
         self._retired: list[int] = []  # replaced table copies a launch in flight may read
+        self._spare: dict[int, list[int]] = {}  # size -> buffers a finished launch gave back
         self.table_uploads = 0
 
     def _upload(self, data: bytes) -> int:
         address = self.memory.alloc(max(len(data), 8))
         if data:
             self.memory.write(address, data)
+        return address
+
+    def _buffer(self, launch: Launch, size: int, data: bytes) -> int:
+        """A buffer of ``size`` bytes for ``launch`` (a spare one when there
+        is one) starting with ``data``."""
+        spare = self._spare.get(size)
+        address = spare.pop() if spare else self.memory.alloc(size)
+        launch.buffers.append((address, size))
+        self.memory.write(address, data)
         return address
 
     def _table_for(self, records: Sequence[AllocationRecord], key: Hashable | None,
@@ -123,7 +136,7 @@ class LaunchPipeline:
         address = self._upload(host.allocation_table(ordered))
         self.table_uploads += 1
         if key is None:
-            launch.buffers.append(address)
+            launch.buffers.append((address, -1))  # this launch's alone: freed, never kept
         else:
             if self._table is not None:
                 self._retired.append(self._table.address)
@@ -139,13 +152,13 @@ class LaunchPipeline:
         launch = Launch(kernel, sites, b"", 0)
         try:
             table, ordered = self._table_for(records, table_key, launch)
-            launch.violations = self._upload(host.violation_buffer(self.capacity))
-            launch.buffers.append(launch.violations)
+            launch.violations = self._buffer(
+                launch, layout.violation_buffer_size(self.capacity),
+                layout.VIOLATION_BUFFER.pack(count=0, capacity=self.capacity, dropped=0))
             context = host.context_bytes(info, params, ordered, violations=launch.violations,
                                          table=table, table_len=len(ordered),
                                          dynamic_shared=dynamic_shared)
-            context_address = self._upload(context)
-            launch.buffers.append(context_address)
+            context_address = self._buffer(launch, len(context), context)
         except BaseException:
             self.release(launch)
             raise
@@ -155,17 +168,25 @@ class LaunchPipeline:
     def collect(self, launch: Launch) -> tuple[list[DeviceViolation], int]:
         """The launch's violation records and how many were dropped; frees
         the launch's buffers (also when reading them fails)."""
+        head_size = layout.VIOLATION_BUFFER.size
         try:
-            data = self.memory.read(launch.violations,
-                                    layout.violation_buffer_size(self.capacity))
+            head = self.memory.read(launch.violations, head_size)
+            count = min(int(layout.VIOLATION_BUFFER.unpack(head)["count"]),  # type: ignore[arg-type]
+                        self.capacity)
+            records = self.memory.read(launch.violations + head_size,
+                                       count * layout.VIOLATION_RECORD.size) if count else b""
         finally:
             self.release(launch)
-        return host.decode_violations(data, launch.sites)
+        return host.decode_violations(head + records, launch.sites)
 
     def release(self, launch: Launch) -> None:
-        """Free a launch's buffers without reading them (a launch that failed)."""
-        for address in launch.buffers:
-            self.memory.free(address)
+        """Give a launch's buffers back without reading them (a launch that
+        failed): kept for the next launch, or freed if they were its alone."""
+        for address, size in launch.buffers:
+            if size < 0:
+                self.memory.free(address)
+            else:
+                self._spare.setdefault(size, []).append(address)
         launch.buffers.clear()
 
     def release_retired(self) -> None:
@@ -175,6 +196,8 @@ class LaunchPipeline:
         self._retired.clear()
 
     def forget_table(self) -> None:
-        """The context holding the table copy is going away with its memory."""
+        """The context holding the table copy and the spare buffers is going
+        away with its memory."""
         self._table = None
         self._retired.clear()
+        self._spare.clear()
