@@ -111,3 +111,78 @@ def test_a_forked_child_does_not_report_its_parents_findings(tmp_path) -> None:
     assert rc == 86, out
     kinds = sorted((v["kind"], v["count"]) for v in doc["violations"])
     assert kinds == [("invalid-free", 1), ("leak", 1)], out  # p leaks, once, in the parent
+
+
+def _start_gpusafe(tmp_path: Path, app: Path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpusafe", "run", "--device", "cpu", "--", sys.executable,
+         str(app)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+
+
+WAITING = """\
+import os, signal, sys, time
+def stop(signum, frame):
+    open("interrupted", "w").write(str(signum))
+    sys.exit(5)
+signal.signal(signal.SIGINT, stop)
+open("pid.tmp", "w").write(str(os.getpid()))
+os.replace("pid.tmp", "pid")
+while True:
+    time.sleep(0.05)
+"""
+
+
+def _wait_for(path: Path, seconds: float = 60) -> str:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.startswith("State:") and "Z" in line for line in f)
+    except FileNotFoundError:
+        return True
+
+
+def test_sigint_sent_to_gpusafe_alone_reaches_the_program(tmp_path) -> None:
+    import os
+    import signal
+
+    app = tmp_path / "wait.py"
+    app.write_text(WAITING)
+    proc = _start_gpusafe(tmp_path, app)
+    _wait_for(tmp_path / "pid")
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert (tmp_path / "interrupted").read_text() == str(int(signal.SIGINT)), out
+    assert proc.returncode == 5, out  # the program's own status: nothing was found
+
+
+def test_the_program_dies_with_gpusafe(tmp_path) -> None:
+    import os
+    import signal
+    import time
+
+    app = tmp_path / "wait.py"
+    app.write_text(WAITING)
+    proc = _start_gpusafe(tmp_path, app)
+    pid = int(_wait_for(tmp_path / "pid"))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while not _gone(pid):
+        assert time.monotonic() < deadline, "the program outlived gpusafe"
+        time.sleep(0.05)

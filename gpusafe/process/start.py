@@ -9,6 +9,7 @@ environment variables and a directory where each process leaves its findings.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -101,20 +102,66 @@ def child_environment(session_dir: Path, options: dict) -> dict[str, str]:
     return env
 
 
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+"""Signals sent to gpusafe that are meant for the program it runs."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _start_child() -> None:
+    """In the child, before the program: a process group of its own (so a
+    signal gpusafe forwards reaches it and its children once), and death
+    with gpusafe (Linux's parent-death signal), so killing gpusafe never
+    leaves the program running unobserved."""
+    os.setpgid(0, 0)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the program outlives a killed gpusafe
+
+
+def _terminal() -> int | None:
+    """Standard input's terminal, when gpusafe runs in its foreground."""
+    try:
+        fd = sys.stdin.fileno()
+        if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+            return fd
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
 def run_program(command: Command, env: dict[str, str]) -> int:
     """Run to completion; returns the exit status as a shell reports it
-    (128 + N for death by signal N)."""
+    (128 + N for death by signal N).
+
+    The program runs in a process group of its own, made the terminal's
+    foreground group when gpusafe has one, so Ctrl-C reaches the program (and
+    not gpusafe, which waits to collect the findings); a signal sent to
+    gpusafe itself (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is passed on to it."""
+    tty = _terminal()
     try:
-        proc = subprocess.Popen(command.argv, env=env)
+        proc = subprocess.Popen(command.argv, env=env, preexec_fn=_start_child)
     except OSError as e:
         raise LaunchError(f"{command.argv[0]}: {e.strerror}") from None
-    # Ctrl-C reaches the program through the terminal; gpusafe waits for it to
-    # finish so its findings are still collected and reported.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    forward = signal.signal(signal.SIGTERM, lambda signum, _: proc.send_signal(signum))
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in _FORWARDED}
+    ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     try:
+        if tty is not None:
+            os.tcsetpgrp(tty, proc.pid)
         rc = proc.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, forward)
+        if tty is not None:
+            os.tcsetpgrp(tty, os.getpgrp())
+        signal.signal(signal.SIGTTOU, ttou)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     return 128 - rc if rc < 0 else rc
