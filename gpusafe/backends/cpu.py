@@ -10,8 +10,35 @@ records written before the fault must still be read."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..cpu.driver import Driver
 from ..cpu.runtime import Runtime
+
+
+class _DeviceMemoryUnderLock:
+    """The device's memory, used under the device's own lock: the program's
+    threads call the driver while gpusafe places and reads its records."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._memory = driver.memory
+        self._lock = driver._lock  # the lock every driver call holds
+
+    def alloc(self, size: int) -> int:
+        with self._lock:
+            return self._memory.alloc(size)
+
+    def write(self, address: int, data: Any) -> None:
+        with self._lock:
+            self._memory.write(address, data)
+
+    def read(self, address: int, size: int) -> bytes:
+        with self._lock:
+            return self._memory.read(address, size)
+
+    def free(self, address: int) -> None:
+        with self._lock:
+            self._memory.free(address)
 
 
 class CpuBackend:
@@ -21,7 +48,7 @@ class CpuBackend:
     def __init__(self, *, pads: bool = True) -> None:
         self.driver = Driver(red_zone=0, quarantine=0) if pads else Driver()
         self.runtime = Runtime(self.driver)
-        self.record_memory = self.driver.memory
+        self.record_memory = _DeviceMemoryUnderLock(self.driver)
 
     def fault_detail(self) -> str | None:
         return self.driver.last_error_detail()

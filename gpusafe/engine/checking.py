@@ -82,19 +82,25 @@ class Engine:
         return self.registry.padding
 
     def allocated(self, api: str, base: int, size: int, site: str | None) -> None:
-        self.registry.allocated(base, size, api, site, self.current_context())
+        context = self.current_context()
+        with self._lock:
+            self.registry.allocated(base, size, api, site, context)
 
     def mapped(self, api: str, base: int, size: int, site: str | None) -> None:
         """Memory a kernel may reach that the program cannot free with
         ``cuMemFree`` (pinned host memory, a module's global variable)."""
-        self.registry.mapped(base, size, api, site, self.current_context())
+        context = self.current_context()
+        with self._lock:
+            self.registry.mapped(base, size, api, site, context)
 
     def unmapped(self, bases: list[int]) -> None:
-        self.registry.unmapped(bases)
+        with self._lock:
+            self.registry.unmapped(bases)
 
     def free(self, api: str, address: int, site: str | None) -> FreeResult:
         """Judge a free; a bad one is reported here, and the caller refuses it."""
-        verdict = self.registry.free(address, api, site)
+        with self._lock:
+            verdict = self.registry.free(address, api, site)
         if verdict.violation is not None:
             self.findings.host_violation(verdict.violation)
         return verdict
@@ -106,9 +112,10 @@ class Engine:
         not track (host memory, the driver's own) pass."""
         reg = self.registry
         for where, size in ranges:
-            if where is None or (reg.find(where) is None and reg.nearest(where) is None):
-                continue
-            v = reg.check_range(where, size, api, site())
+            with self._lock:
+                if where is None or (reg.find(where) is None and reg.nearest(where) is None):
+                    continue
+                v = reg.check_range(where, size, api, site())
             if v is not None:
                 self.findings.host_violation(v)
                 return False
@@ -117,7 +124,8 @@ class Engine:
     def address_range(self, address: int) -> tuple[int, int] | None:
         """The (base, size) of the allocation holding ``address`` as the
         program sees it (without the red zone), if gpusafe made it."""
-        alloc = self.registry.find(address)
+        with self._lock:
+            alloc = self.registry.find(address)
         if alloc is None or alloc.state is not State.LIVE:
             return None
         return alloc.base, alloc.size
@@ -134,7 +142,8 @@ class Engine:
 
     def context_destroyed(self, context: int) -> None:
         """The driver destroyed ``context`` and reclaimed its memory."""
-        left = self.registry.context_destroyed(context)
+        with self._lock:
+            left = self.registry.context_destroyed(context)
         if self.policy.leak_check:
             for leak in leak_verdicts(left):
                 self.findings.host_violation(leak)
@@ -259,7 +268,8 @@ class Engine:
         kernel runs."""
         where = None
         for value in host.root_values(info, params):
-            v = self.registry.check_argument(value, "cuLaunchKernel", None)
+            with self._lock:
+                v = self.registry.check_argument(value, "cuLaunchKernel", None)
             if v is not None:
                 where = where or site()
                 self.findings.host_violation(
