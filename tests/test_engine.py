@@ -369,3 +369,17 @@ def test_the_pipeline_reuses_its_buffers_from_launch_to_launch() -> None:
     for _ in range(10):
         launch_once()
     assert len(memory.allocations) == after_one  # no new buffer after the first launch
+
+
+def test_an_internal_error_while_instrumenting_is_a_tool_failure_not_the_programs() -> None:
+    engine, driver = make_engine()
+
+    def broken(image):
+        raise FileNotFoundError("gpusafe_runtime.ptx")
+
+    engine.modules.plan = broken
+    w = _door(engine, driver)
+    image = PTX.encode() + b"\0"
+    assert w["cuModuleLoadData"](image)[0] == OK  # the program goes on
+    assert driver.calls[-1] == ("cuModuleLoadData", image)  # its own module, unchecked
+    assert engine.findings.problems and "internal error" in engine.findings.problems[0]

@@ -23,7 +23,7 @@ from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack
 from .findings import Findings
 from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline
-from .modules import LoadPlan, Modules
+from .modules import LoadPlan, ModuleInfo, Modules
 from .registry import (
     DEFAULT_PADDING,
     DEFAULT_QUARANTINE,
@@ -167,7 +167,16 @@ class Engine:
     # -- modules -------------------------------------------------------------
 
     def plan_module(self, image: Any, site: str | None) -> LoadPlan:
-        plan = self.modules.plan(image)
+        """What to load for ``image``.  gpusafe's own failure here is never
+        the program's: the module is loaded as it is, runs unchecked, and the
+        run ends as a tool failure."""
+        try:
+            plan = self.modules.plan(image)
+        except Exception as e:  # noqa: BLE001 - an internal error, reported as such
+            reason = f"internal error of gpusafe: {type(e).__name__}: {e}"
+            self.findings.problem(f"could not instrument a module loaded at "
+                                  f"{site or 'an unknown site'}: {reason}")
+            return LoadPlan(image, ModuleInfo(None, reason))
         if plan.problem is not None:
             self.findings.problem(f"could not instrument a module loaded at "
                                   f"{site or 'an unknown site'}: {plan.problem}")
@@ -236,6 +245,11 @@ class Engine:
             except DeviceMemoryError as e:
                 self.findings.problem(str(e))
                 return (self.E.CUDA_ERROR_OUT_OF_MEMORY,)
+            except Exception as e:  # noqa: BLE001 - an internal error, reported as such
+                self.findings.problem(f"{name} ran unchecked after an internal error of "
+                                      f"gpusafe: {type(e).__name__}: {e}")
+                self.findings.report.record_unchecked(name, "internal error of gpusafe")
+                return perform(kernel_params, extra)
             offsets = [offset for _, offset, _ in info.params] + [info.context_param_offset]
             array = PointerArray(launch.params, offsets)
             result = perform(array.address, 0)
