@@ -30,8 +30,10 @@ CONTEXT_PARAM = "__gpusafe_ctx"
 """Name of the hidden launch-context parameter appended to every kernel and to
 every device function that needs it."""
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_cu"
-RUNTIME_PTX = RUNTIME_DIR / "gpusafe_runtime.ptx"
+RUNTIME_PTX = Path(__file__).resolve().parent / "gpusafe_runtime.ptx"
+"""The runtime's PTX, beside this module so that it ships in the package: in
+the repository a link to ``runtime_cu/gpusafe_runtime.ptx``, where
+``scripts/build_runtime.py`` writes it."""
 MIN_PTX_VERSION = (7, 0)
 
 

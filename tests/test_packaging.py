@@ -21,10 +21,25 @@ def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=900, **kw)
 
 
+def _source_tree(dest: Path) -> Path:
+    """The project's files as a clean checkout has them (no build/ left over
+    from an earlier build to leak stale modules into the wheel)."""
+    listed = _run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                  cwd=ROOT)
+    assert listed.returncode == 0, listed.stderr
+    for name in filter(None, listed.stdout.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name, follow_symlinks=False)
+    return dest
+
+
 def test_an_installed_wheel_checks_a_sample_from_outside_the_repo(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
+    source = _source_tree(tmp_path / "source")
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w",
-                  str(wheels), str(ROOT)])
+                  str(wheels), str(source)])
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("gpusafe-*.whl")
 
