@@ -186,3 +186,28 @@ def test_the_program_dies_with_gpusafe(tmp_path) -> None:
     while not _gone(pid):
         assert time.monotonic() < deadline, "the program outlived gpusafe"
         time.sleep(0.05)
+
+
+def test_a_kernel_that_never_ends_is_stopped_and_named(tmp_path) -> None:
+    spin = r"""
+    extern "C" __global__ void spin(volatile int* flag)
+    {
+        while (*flag) { }
+    }
+    """
+    app = _program(tmp_path, f"""\
+    ptx = compile_to_ptx({spin!r}, "spin.cu")
+    mod = check(driver.cuModuleLoadData(ptx.encode()))
+    fn = check(driver.cuModuleGetFunction(mod, b"spin"))
+    flag = check(driver.cuMemAlloc(4))
+    check(driver.cuMemsetD32(flag, 1, 1))
+    values = [np.array([int(flag)], dtype=np.uint64)]
+    params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+    err, = driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0)
+    print("launch:", err.name)
+    """)
+    rc, doc, out = gpusafe_run(tmp_path, "--kernel-timeout", "1", "python", str(app))
+    assert "launch: CUDA_ERROR_LAUNCH_TIMEOUT" in out, out
+    assert rc == 2, out
+    assert doc["faults"][0]["kernel"] == "spin"
+    assert "kernel spin never finished" in out

@@ -27,13 +27,15 @@ class Backend(Protocol):
         happened), if anything."""
 
 
-def open_backend(kind: str, *, pads: bool) -> Backend:
+def open_backend(kind: str, *, pads: bool, kernel_timeout: float | None = None) -> Backend:
     """The backend for ``--device cpu`` or ``--device cuda``; ``pads``: the
-    engine applies red zones and quarantine itself (checking is on)."""
+    engine applies red zones and quarantine itself (checking is on);
+    ``kernel_timeout``: seconds a kernel may run where the backend can stop
+    it (the CPU device; a GPU's own watchdog is the driver's)."""
     if kind == "cpu":
         from .cpu import CpuBackend
 
-        return CpuBackend(pads=pads)
+        return CpuBackend(pads=pads, kernel_timeout=kernel_timeout)
     from .cuda import CudaBackend
 
     return CudaBackend()

@@ -45,8 +45,11 @@ class CpuBackend:
     name = "cpu"
     synchronous = True
 
-    def __init__(self, *, pads: bool = True) -> None:
-        self.driver = Driver(red_zone=0, quarantine=0) if pads else Driver()
+    def __init__(self, *, pads: bool = True, kernel_timeout: float | None = None) -> None:
+        if pads:
+            self.driver = Driver(red_zone=0, quarantine=0, kernel_timeout=kernel_timeout)
+        else:
+            self.driver = Driver(kernel_timeout=kernel_timeout)
         self.runtime = Runtime(self.driver)
         self.record_memory = _DeviceMemoryUnderLock(self.driver)
 

@@ -94,6 +94,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--kernel-filter", metavar="REGEX",
                    help="check only kernels whose (mangled) name matches REGEX; the others "
                         "run unchecked and are listed as such in the report")
+    p.add_argument("--kernel-timeout", type=_seconds, default=DEFAULT_KERNEL_TIMEOUT,
+                   metavar="SECONDS",
+                   help="on the CPU device, end a kernel still running after SECONDS and "
+                        f"report it (default {DEFAULT_KERNEL_TIMEOUT:g}; 0: no limit)")
     p.add_argument("--suppressions", action="append", default=[], metavar="FILE",
                    help="do not report (or fail on) the violations a suppressions file "
                         "matches (repeatable; see gpusafe.report.suppressions for the format)")
@@ -103,6 +107,22 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
     p.set_defaults(func=cmd_run)
     return p
+
+
+DEFAULT_KERNEL_TIMEOUT = 600.0
+"""Seconds a kernel may run on the CPU device: far beyond what a test-sized
+launch takes there (a 512x512 tiled matmul takes about 10 s), short enough
+that a kernel that never ends does not hang a CI job."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 (no limit) or more")
+    return value
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -135,7 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"gpusafe: {note}", file=sys.stderr)
     options = RunOptions(device=device, device_name=device_name, padding=args.padding,
                          quarantine=args.quarantine, leak_check=args.leak_check,
-                         check=args.check, kernel_filter=args.kernel_filter)
+                         check=args.check, kernel_filter=args.kernel_filter,
+                         kernel_timeout=args.kernel_timeout or None)
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))
     try:
         try:

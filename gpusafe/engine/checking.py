@@ -272,8 +272,12 @@ class Engine:
         records, dropped = self.pipeline.collect(launch)
         self.findings.device_records(launch.kernel, records, dropped, self.registry)
         if error in _FAULTS:
-            self.findings.report.record_fault(launch.kernel, error.name,
-                                              self.backend.fault_detail() or "")
+            detail = self.backend.fault_detail() or ""
+            self.findings.report.record_fault(launch.kernel, error.name, detail)
+            if error == CUresult.CUDA_ERROR_LAUNCH_TIMEOUT:
+                self.findings.problem(f"kernel {launch.kernel} never finished and was stopped "
+                                      f"({detail or 'kernel timeout'}): it was not checked "
+                                      "to its end")
         self.findings.changed()
 
     def _check_arguments(self, kernel: str, info: host.KernelInfo, params: bytes,

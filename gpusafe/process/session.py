@@ -37,6 +37,7 @@ class RunOptions:
     leak_check: bool = False
     check: bool = True  # False: route driver calls to the device, check nothing
     kernel_filter: str | None = None  # regex: check only the kernels it matches
+    kernel_timeout: float | None = None  # seconds a kernel may run on the CPU device
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -63,7 +64,8 @@ class Session:
 
     def install(self) -> None:
         """Open the backend and put the Python door in front of it."""
-        backend = open_backend(self.options.device, pads=self.options.check)
+        backend = open_backend(self.options.device, pads=self.options.check,
+                               kernel_timeout=self.options.kernel_timeout)
         if self.options.check:
             o = self.options
             self.engine = Engine(backend, self.findings,
