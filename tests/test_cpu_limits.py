@@ -13,12 +13,14 @@ import time
 import numpy as np
 import pytest
 from corpus import nvrtc_compile
+from cuda.bindings.runtime import cudaError_t, cudaLimit
 
 from gpusafe.cpu.driver import CUlimit, CUresult, Driver
 from gpusafe.cpu.errors import StackOverflow
 from gpusafe.cpu.frames import CALL_FRAME_BYTES
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
+from gpusafe.cpu.runtime import Runtime
 
 OK = CUresult.CUDA_SUCCESS
 
@@ -138,6 +140,24 @@ def test_a_kernel_frame_larger_than_the_stack_size_runs_as_the_driver_grows_it(
     out = dev.buffer(1)
     assert dev.launch("big_frame", 1, ptr(out), i32(7)) == OK
     assert dev.read(out, 1)[0] == 7 * 7 + 599 * 7
+
+
+def test_the_runtime_sets_the_stack_size_of_its_context(recursion_ptx) -> None:
+    drv = Driver()
+    rt = Runtime(drv)
+    assert rt.cudaDeviceGetLimit(cudaLimit.cudaLimitStackSize) == (cudaError_t.cudaSuccess, 1024)
+    assert rt.cudaDeviceSetLimit(cudaLimit.cudaLimitStackSize, 128 << 10)[0] == \
+        cudaError_t.cudaSuccess
+    assert drv.cuCtxGetLimit(CUlimit.CU_LIMIT_STACK_SIZE) == (OK, 128 << 10)
+    err, module = drv.cuModuleLoadData(recursion_ptx.encode() + b"\0")
+    err, fn = drv.cuModuleGetFunction(module, b"recurse")
+    err, out = rt.cudaMalloc(4)
+    args = [ptr(int(out)), i32(3000)]
+    params = np.array([a.ctypes.data for a in args], dtype=np.uint64)
+    assert drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, params.ctypes.data, 0) == (OK,)
+    got = np.zeros(1, np.int32)
+    assert drv.cuMemcpyDtoH(got, int(out), 4) == (OK,)
+    assert got[0] == 3000
 
 
 def test_the_stack_overflow_is_raised_by_the_program_with_its_depth(recursion_ptx) -> None:
