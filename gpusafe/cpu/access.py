@@ -77,8 +77,10 @@ def _compose(outer: np.ndarray | None, inner: np.ndarray | None) -> np.ndarray |
 
 
 def plan(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
-         addrs: np.ndarray, width: int, access: AccessKind) -> list[Part]:
-    """Resolve, report, check and locate an access of ``width`` bytes per lane."""
+         addrs: np.ndarray, width: int, access: AccessKind, align: int = 0) -> list[Part]:
+    """Resolve, report, check and locate an access of ``width`` bytes per lane,
+    at addresses aligned to ``align`` (0: the width)."""
+    align = align or width
     launch = fr.launch
     groups = _split_generic(addrs) if space == "generic" else [(space, None, addrs)]
     generic = space == "generic"
@@ -93,6 +95,7 @@ def plan(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
                 lanes=fr.global_ids(sub_act), instruction=instr, kernel=launch.kernel,
                 generic=(addrs if pos is None else addrs[pos]) if generic else None,
                 window=window, window_base=LOCAL_STACK_BASE if real == "local" else 0,
+                align=0 if align == width else align,
             )
             suppress = None
             for w in launch.watchers:
@@ -106,14 +109,15 @@ def plan(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
                 pos = keep if pos is None else pos[keep]
                 saddr = saddr[keep]
                 sub_act = as_index(act, fr.n)[pos]
-        if width & (width - 1) == 0:
-            misaligned = np.bitwise_and(saddr, np.uint64(width - 1)) if width > 1 else None
+        if align & (align - 1) == 0:
+            misaligned = np.bitwise_and(saddr, np.uint64(align - 1)) if align > 1 else None
         else:
-            misaligned = saddr % np.uint64(width)
+            misaligned = saddr % np.uint64(align)
         if misaligned is not None and misaligned.any():
             bad = int(saddr[np.flatnonzero(misaligned)[0]])
             fail(fr, instr, MisalignedAddress,
-                 f"{access} of {width} bytes at misaligned {real} address {bad:#x}")
+                 f"{access} of {width} bytes at misaligned {real} address {bad:#x}"
+                 + (f" (it needs {align}-byte alignment)" if align != width else ""))
         parts.extend(locate(fr, instr, real, saddr, width, sub_act, pos, access))
     return parts
 
@@ -187,8 +191,9 @@ def _scatter(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype, values: np.n
 
 
 def load(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
-         addrs: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
-    parts = plan(fr, instr, act, nact, space, addrs, dtype.itemsize * count, AccessKind.READ)
+         addrs: np.ndarray, dtype: np.dtype, count: int, align: int = 0) -> np.ndarray:
+    parts = plan(fr, instr, act, nact, space, addrs, dtype.itemsize * count, AccessKind.READ,
+                 align)
     if len(parts) == 1 and parts[0].pos is None:
         p = parts[0]
         return _gather(p.buffer, p.offsets, dtype, count)

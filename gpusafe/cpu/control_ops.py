@@ -10,6 +10,7 @@ Each op also tells the scheduler's analyses where it may jump
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,17 +23,26 @@ from .errors import TrapError
 from .frames import DONE, EXIT, Frame, as_index
 
 
+def guard_predicate(ctx: DecodeContext,
+                    instr: nodes.Instruction) -> Callable[[Frame, Any, int], np.ndarray] | None:
+    """The lanes an instruction's guard (``@%p``, ``@!%p``) selects, per lane
+    of ``act``; None for an unguarded instruction."""
+    if instr.guard is None:
+        return None
+    pred = ctx.reader(nodes.Register(instr.guard.register), "pred")
+    if not instr.guard.negated:
+        return pred
+    return lambda fr, act, nact: ~pred(fr, act, nact)
+
+
 def guard_control(ctx: DecodeContext, instr: nodes.Instruction, run: Any) -> Op:
     """A control op that only runs for the lanes its guard selects."""
-    if instr.guard is None:
+    pred = guard_predicate(ctx, instr)
+    if pred is None:
         return Op(False, run, instr)
-    pred = ctx.reader(nodes.Register(instr.guard.register), "pred")
-    negated = instr.guard.negated
 
     def guarded(fr: Frame, act: Any, nact: int, cur: int) -> tuple[Any, int, int]:
         p = pred(fr, act, nact)
-        if negated:
-            p = ~p
         count = int(np.count_nonzero(p))
         if count == nact:
             return run(fr, act, nact, cur)

@@ -42,9 +42,16 @@ class MisalignedAddress(DeviceError):
 
 
 class StackOverflow(DeviceError):
-    """Calls nested deeper than the CPU device allows (runaway recursion)."""
+    """A thread needs more stack than the launch has (a deep or runaway
+    recursion): the context's ``CU_LIMIT_STACK_SIZE``, or the device's most."""
 
     result = "CUDA_ERROR_LAUNCH_FAILED"
+
+
+class LaunchTimeout(DeviceError):
+    """The launch ran longer than the device's kernel timeout (a watchdog)."""
+
+    result = "CUDA_ERROR_LAUNCH_TIMEOUT"
 
 
 class UnsupportedInstruction(DeviceError):

@@ -56,7 +56,9 @@ class MemoryEvent:
     the memory through a generic pointer (None otherwise).  ``window`` is the
     end of the valid window for shared (the block's) and local (the thread's
     current stack: its frames so far) accesses, ``window_base`` its start.
-    ``width`` is the bytes each lane accesses (a whole vector for ``ld.v4``).
+    ``width`` is the bytes each lane accesses (a whole vector for ``ld.v4``);
+    ``align`` the alignment the address needs, when it is not the width (a
+    ``cp.async`` that reads only its src-size bytes of a cp-size copy).
     ``lanes`` are global linear thread ids.
     """
 
@@ -70,6 +72,11 @@ class MemoryEvent:
     generic: np.ndarray | None = None
     window: int = 0
     window_base: int = 0
+    align: int = 0  # 0: the width
+
+    @property
+    def alignment(self) -> int:
+        return self.align or self.width
 
     @property
     def ptx_line(self) -> int:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 
 from .decoded import FunctionCode, align_up
-from .errors import StackOverflow
+from .errors import LaunchTimeout, StackOverflow
 from .events import LaunchInfo, Observer, ObserverBase
 from .memory import LOCAL_STACK_BASE, DeviceMemory
 
@@ -29,8 +30,16 @@ RUN, BAR, WARP, CALL, DONE, EXIT = 0, 1, 2, 3, 4, 5
 warp-synchronous instruction; CALL: waiting at a call for the lanes that can
 still reach it."""
 
-MAX_CALL_DEPTH = 1000
-"""Most nested calls a thread may make (runaway recursion is a launch failure)."""
+CALLING = object()
+"""What a call op returns as its lanes (``act``) once it has set the frame's
+:attr:`Frame.call`: the scheduler runs the callee on its explicit stack and
+resumes the caller where :meth:`PendingCall.result` says."""
+CALL_FRAME_BYTES = 16
+"""Stack bytes every call takes besides the callee's ``.local`` frame: the
+return address and a saved register, the least ptxas gives a recursive
+function (``depth(n)`` at ``-G``: a 16-byte frame).  With it a thread's
+stack use is never above a GPU's for the same calls, so the CPU device fails
+a deep recursion no earlier than a GPU would."""
 MAX_LOCAL_PER_THREAD = 512 * 1024
 """Most local memory (stack) a thread may use, as on the GPU."""
 MAX_CHUNK_LOCAL = 8 << 30
@@ -46,8 +55,25 @@ def as_index(act: Any, n: int) -> np.ndarray:
     return act
 
 
+class PendingCall(Protocol):
+    """A call a frame is making (:mod:`gpusafe.cpu.calls`): its callee frames,
+    one after another, then where the calling lanes go."""
+
+    def next_frame(self) -> Frame | None:
+        """The next callee to run (the previous one's results copied back
+        first), or None when every callee has returned."""
+
+    def result(self) -> tuple[Any, int, int]:
+        """``(act, nact, pc)`` of the caller's lanes after the call."""
+
+
 class Launch:
-    """Everything one kernel launch shares across its chunks and frames."""
+    """Everything one kernel launch shares across its chunks and frames.
+
+    ``stack_limit`` is the bytes of stack a thread may use
+    (:func:`stack_use`); ``timeout`` the seconds the launch may run (None: no
+    limit), checked by the scheduler once a round (:meth:`check_deadline`).
+    """
 
     def __init__(
         self,
@@ -59,6 +85,10 @@ class Launch:
         observers: list[Observer],
         stdout: TextIO | None,
         grid_id: int,
+        *,
+        stack_limit: int = MAX_LOCAL_PER_THREAD,
+        timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.memory = memory
         self.code = kernel
@@ -84,9 +114,32 @@ class Launch:
         self.start_ns = time.perf_counter_ns()
         self.count = 0
         self.reserved_shared = 0
+        self.stack_limit = stack_limit
+        self.timeout = timeout
+        self.clock = clock
+        self.started = clock()
+        self.deadline = None if timeout is None else self.started + timeout
 
     def clock_bias(self) -> int:
         return self.count
+
+    def check_deadline(self, fr: Frame, act: Any, pc: int) -> None:
+        """Raise :class:`LaunchTimeout` once the launch has run past its timeout,
+        naming a thread of ``act`` (lanes of ``fr`` at ``pc``) that was still running."""
+        if self.deadline is None:
+            return
+        now = self.clock()
+        if now < self.deadline:
+            return
+        lane = 0 if act is ALL or act is None or not len(act) else int(act[0])
+        where = ""
+        if 0 <= pc < len(fr.code.ops) and fr.code.ops[pc].instr is not None:
+            where = f" at PTX line {fr.code.ops[pc].instr.line}"
+        raise LaunchTimeout(
+            f"kernel {self.kernel}: still running after {now - self.started:.2f} s (the "
+            f"kernel timeout is {self.timeout:g} s); {fr.describe_lane(lane)} was running"
+            f"{where}" + (f" in {fr.code.name}" if fr.code.name != self.kernel else "")
+        )
 
     def out(self) -> TextIO:
         return self.stdout if self.stdout is not None else sys.stdout
@@ -150,7 +203,7 @@ class Frame:
         "code", "launch", "chunk", "n", "lanes", "regs", "params", "state", "pc",
         "local_base", "local_top", "depth", "force", "bar_pc", "bar_id", "bar_count",
         "bar_value", "arrivals", "cache", "cc", "stop", "below",
-        "yielded",
+        "yielded", "call", "spins",
     )
 
     def __init__(
@@ -186,6 +239,8 @@ class Frame:
         self.stop = NO_PC
         self.below = False
         self.yielded = False
+        self.call: PendingCall | None = None  # the call this frame waits on
+        self.spins = 0  # the scheduler's spin count, kept while a call runs
 
     def carry(self) -> np.ndarray:
         """The per-lane carry flag (CC.CF) of ``add.cc``/``addc`` chains."""
@@ -233,3 +288,48 @@ class Frame:
         thread, block = self.launch.info.thread_of(int(self.global_ids(np.array([i]))[0]))
         return (f"block ({block[0]}, {block[1]}, {block[2]}), "
                 f"thread ({thread[0]}, {thread[1]}, {thread[2]})")
+
+
+def stack_use(fr: Frame) -> int:
+    """Bytes of stack a thread of ``fr`` uses: the ``.local`` frames of the
+    calls it is in (its own included) and :data:`CALL_FRAME_BYTES` a call."""
+    return fr.local_top - LOCAL_STACK_BASE + fr.depth * CALL_FRAME_BYTES
+
+
+def static_stack(kernel: str, code_of: Callable[[str], FunctionCode | None]) -> int:
+    """The stack a kernel needs without recursion: the deepest chain of calls
+    with each function counted once on it (what ptxas can size statically; a
+    real driver grows the stack to it whatever the configured size).
+    ``code_of`` gives a callee's decoded code (None: a function without a body)."""
+    need: dict[str, int] = {}
+
+    def frame_bytes(code: FunctionCode) -> int:
+        return align_up(code.local_size, 16) + (0 if code.is_kernel else CALL_FRAME_BYTES)
+
+    # iterative depth-first search: a call chain may be longer than Python's recursion
+    root = code_of(kernel)
+    if root is None:
+        return 0
+    on_path = {kernel}
+    stack: list[tuple[FunctionCode, list[str], int]] = [(root, sorted(root.callees), 0)]
+    while stack:
+        code, todo, deepest = stack[-1]
+        while todo:
+            name = todo.pop()
+            if name in need:
+                deepest = max(deepest, need[name])
+                continue
+            callee = code_of(name) if name not in on_path else None
+            if callee is not None:
+                stack[-1] = (code, todo, deepest)
+                on_path.add(name)
+                stack.append((callee, sorted(callee.callees), 0))
+                break
+        else:
+            stack.pop()
+            on_path.discard(code.name)
+            need[code.name] = frame_bytes(code) + deepest
+            if stack:
+                parent, ptodo, pdeep = stack[-1]
+                stack[-1] = (parent, ptodo, max(pdeep, need[code.name]))
+    return need[kernel]

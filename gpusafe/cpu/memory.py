@@ -29,7 +29,7 @@ space, fixed here so that every module agrees on them (docs/cpu-device.md).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -64,7 +64,7 @@ def _align_up(value: int, align: int) -> int:
     return (value + align - 1) // align * align
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Allocation:
     """One device allocation; its record outlives ``free``."""
 
@@ -83,12 +83,13 @@ class Allocation:
         return f"Allocation(tag={self.tag}, base={self.base:#x}, size={self.size}, {state})"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Segment:
     start: int
     end: int
     buffer: np.ndarray | None  # uint8, end - start bytes; None once dropped from quarantine
     allocation: Allocation | None = None  # None for an alignment filler
+    position: int = -1  # the allocation's position in the index
 
     def data(self) -> np.ndarray:
         if self.buffer is None:
@@ -96,15 +97,86 @@ class _Segment:
         return self.buffer
 
 
-@dataclass
-class _Index:
-    """Sorted numpy views of the segment and allocation tables (rebuilt lazily)."""
+class _Column:
+    """A numpy array that grows at its end in place (capacity doubles), so that
+    appending is amortised O(1) and readers get a view, never a copy."""
 
-    seg_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    seg_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    bases: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    live: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    __slots__ = ("_data", "n")
+
+    def __init__(self, dtype: type) -> None:
+        self._data = np.zeros(64, dtype)
+        self.n = 0
+
+    def append(self, value: int | bool) -> int:
+        """Appends ``value``; returns how many entries that wrote (growth included)."""
+        written = 1
+        if self.n == len(self._data):
+            grown = np.zeros(2 * len(self._data), self._data.dtype)
+            grown[:self.n] = self._data
+            self._data = grown
+            written += self.n
+        self._data[self.n] = value
+        self.n += 1
+        return written
+
+    def set(self, i: int, value: int | bool) -> None:
+        self._data[i] = value
+
+    def view(self) -> np.ndarray:
+        return self._data[:self.n]
+
+
+class _Index:
+    """Address-ordered numpy columns of the segment and allocation tables.
+
+    Bump allocation hands out addresses in increasing order, so a new segment
+    or allocation is an append and a free flips one ``live`` entry: the index
+    is kept up to date as the tables change, never rebuilt (gpusafe allocates
+    and frees its own records at every launch, and every record ever made is
+    kept).  ``written`` counts the entries written, growth included: it stays
+    within a small multiple of the number of records.  The arrays are views;
+    one taken before a later allocation may not show it (take them again)."""
+
+    def __init__(self) -> None:
+        self._seg_starts = _Column(np.uint64)
+        self._seg_ends = _Column(np.uint64)
+        self._bases = _Column(np.uint64)
+        self._ends = _Column(np.uint64)
+        self._live = _Column(bool)
+        self.written = 0
+
+    def add_segment(self, start: int, end: int) -> None:
+        self.written += self._seg_starts.append(start) + self._seg_ends.append(end)
+
+    def add_allocation(self, base: int, end: int) -> int:
+        """Appends a live allocation; returns its position."""
+        self.written += (self._bases.append(base) + self._ends.append(end)
+                         + self._live.append(True))
+        return self._bases.n - 1
+
+    def mark_freed(self, position: int) -> None:
+        self._live.set(position, False)
+        self.written += 1
+
+    @property
+    def seg_starts(self) -> np.ndarray:
+        return self._seg_starts.view()
+
+    @property
+    def seg_ends(self) -> np.ndarray:
+        return self._seg_ends.view()
+
+    @property
+    def bases(self) -> np.ndarray:
+        return self._bases.view()
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self._ends.view()
+
+    @property
+    def live(self) -> np.ndarray:
+        return self._live.view()
 
 
 class DeviceMemory:
@@ -125,7 +197,7 @@ class DeviceMemory:
         self._next_tag = 1
         self._freed: deque[_Segment] = deque()
         self._freed_bytes = 0
-        self._index: _Index | None = None
+        self._index = _Index()
 
     # -- host API ------------------------------------------------------------
 
@@ -156,17 +228,19 @@ class DeviceMemory:
             self._segments.append(
                 _Segment(self._top, base, np.zeros(base - self._top, np.uint8))
             )
+            self._index.add_segment(self._top, base)
         # at least one segment: every allocation has its own base address
         end = base + max(_align_up(size + self.red_zone, SEGMENT_ALIGN), SEGMENT_ALIGN)
         allocation = Allocation(self._next_tag, base, size, True, label)
         self._next_tag += 1
-        segment = _Segment(base, end, np.zeros(end - base, np.uint8), allocation)
+        position = self._index.add_allocation(base, base + size)
+        segment = _Segment(base, end, np.zeros(end - base, np.uint8), allocation, position)
+        self._index.add_segment(base, end)
         self._segments.append(segment)
         self._allocations.append(allocation)
         self._seg_of[allocation.tag] = segment
         self._top = end
         self.used += size
-        self._index = None
         return base
 
     def free(self, address: int) -> Allocation:
@@ -177,13 +251,13 @@ class DeviceMemory:
         allocation.live = False
         self.used -= allocation.size
         segment = self._seg_of[allocation.tag]
+        self._index.mark_freed(segment.position)
         self._freed.append(segment)
         self._freed_bytes += segment.end - segment.start
         while self._freed_bytes > self.quarantine and self._freed:
             old = self._freed.popleft()
             self._freed_bytes -= old.end - old.start
             old.buffer = None
-        self._index = None
         return allocation
 
     def _describe_bad_free(self, address: int, allocation: Allocation | None) -> str:
@@ -259,15 +333,8 @@ class DeviceMemory:
     # -- vectorised device access ---------------------------------------------
 
     def index(self) -> _Index:
-        """Sorted arrays of segment bounds and allocation bounds/states."""
-        if self._index is None:
-            ix = _Index()
-            ix.seg_starts = np.array([s.start for s in self._segments], dtype=np.uint64)
-            ix.seg_ends = np.array([s.end for s in self._segments], dtype=np.uint64)
-            ix.bases = np.array([a.base for a in self._allocations], dtype=np.uint64)
-            ix.ends = np.array([a.end for a in self._allocations], dtype=np.uint64)
-            ix.live = np.array([a.live for a in self._allocations], dtype=bool)
-            self._index = ix
+        """Sorted arrays of segment bounds and allocation bounds/states, kept
+        up to date by :meth:`alloc` and :meth:`free`."""
         return self._index
 
     def lookup(self, addresses: np.ndarray) -> np.ndarray:

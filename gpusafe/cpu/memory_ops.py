@@ -19,7 +19,13 @@ import numpy as np
 
 from instrument import nodes
 from instrument.kinds import AccessKind
-from instrument.query import STATE_SPACES, MemoryAccess, memory_access
+from instrument.query import (
+    STATE_SPACES,
+    MemoryAccess,
+    Unsupported,
+    instruction_accesses,
+    memory_access,
+)
 
 from .access import fail, load, plan, store
 from .atomics import ATOMIC_OPS, atomic_update, update_fn
@@ -339,8 +345,12 @@ def build_isspacep(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
 
 
 def build_cp_async(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
-    """``cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}``: done at once
-    (``cp.async.mbarrier.arrive`` is :mod:`gpusafe.cpu.mbarrier`'s)."""
+    """``cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size |
+    ignore-src}``: done at once (``cp.async.mbarrier.arrive`` is
+    :mod:`gpusafe.cpu.mbarrier`'s).  What it reads is the query layer's answer
+    (:func:`instrument.query.instruction_accesses`), the one the instrumenter
+    checks: with a src-size only that many bytes are read, none with the
+    ignore-src predicate true; the rest of the cp-size destination is zeros."""
     mods = instr.modifiers  # ("async", ...)
     if "bulk" in mods:
         raise DecodeError("cp.async.bulk (tensor memory accelerator)")
@@ -349,37 +359,72 @@ def build_cp_async(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
             pass
 
         return Op(True, nothing, instr)
-    ops = list(instr.operands)
-    if "L2::cache_hint" in mods:
-        ops = ops[:-1]
-    if len(ops) not in (3, 4) or not isinstance(ops[2], nodes.Immediate):
-        raise DecodeError("cp.async needs a destination, a source and a size")
-    size = int(ops[2].value)
-    if size not in (4, 8, 16):
-        raise DecodeError(f"cp.async size {size}")
-    dst = ctx.address(ops[0], generic=False)
-    src = ctx.address(ops[1], generic=False)
-    src_size = ctx.reader(ops[3], "u32") if len(ops) == 4 else None
+    try:
+        accesses = instruction_accesses(instr, None, _predicate_types(ctx, instr))
+    except Unsupported as e:
+        raise DecodeError(str(e)) from None
+    dst_access, src_access = accesses[0], (accesses[1] if len(accesses) > 1 else None)
+    cp_size = dst_access.width
+    dst = ctx.address(dst_access.address, generic=False)
+    count = cp_size // 4
     elem = np.dtype(np.uint32)
-    count = size // 4
+    u8 = np.dtype(np.uint8)
+    if src_access is None:  # src-size 0: nothing is read
+        def zeros(fr: Frame, act: Any, nact: int) -> None:
+            store(fr, instr, act, nact, "shared", dst(fr, act, nact), elem,
+                  np.zeros((nact, count), dtype=elem))
+
+        return guard_simple(ctx, instr, Op(True, zeros, instr))
+    src = ctx.address(src_access.address, generic=False)
+    width = src_access.width
+    size = ctx.reader(src_access.size, "u32") if src_access.size is not None else None
+    ignored = (ctx.reader(src_access.ignored_when, "pred")
+               if src_access.ignored_when is not None else None)
 
     def run(fr: Frame, act: Any, nact: int) -> None:
         s = src(fr, act, nact)
         d = dst(fr, act, nact)
-        if src_size is not None:
-            n = src_size(fr, act, nact).astype(np.int64)
-            data = np.zeros((nact, count), dtype=elem)
-            some = n > 0
-            if some.any():
-                sub = np.flatnonzero(some)
-                sub_act = sub if act is ALL else act[sub]
-                got = load(fr, instr, sub_act, len(sub), "global", s[sub], elem, count)
-                data[sub] = got.reshape(len(sub), count)
-            raw = data.view(np.uint8).reshape(nact, size)
-            raw[np.arange(size)[None, :] >= n[:, None]] = 0
-            data = raw.view(elem).reshape(nact, count)
+        if size is None and ignored is None:
+            if width % 4 == 0:
+                words = load(fr, instr, act, nact, "global", s, elem, width // 4, cp_size)
+                data = np.ascontiguousarray(words).view(u8).reshape(nact, width)
+            else:
+                data = load(fr, instr, act, nact, "global", s, u8, width, cp_size)
+                data = data.reshape(nact, width)
         else:
-            data = load(fr, instr, act, nact, "global", s, elem, count).reshape(nact, count)
-        store(fr, instr, act, nact, "shared", d, elem, data)
+            n = np.full(nact, width, dtype=np.int64)
+            if size is not None:
+                n = np.minimum(size(fr, act, nact).astype(np.int64), cp_size)
+            if ignored is not None:
+                n[ignored(fr, act, nact)] = 0
+            data = np.zeros((nact, width), dtype=u8)
+            for v in np.unique(n):
+                v = int(v)
+                if v == 0:
+                    continue
+                lanes = np.flatnonzero(n == v)
+                sub_act = lanes if act is ALL else act[lanes]
+                got = load(fr, instr, sub_act, len(lanes), "global", s[lanes], u8, v, cp_size)
+                data[lanes, :v] = got.reshape(len(lanes), v)
+        if width < cp_size:
+            data = np.concatenate([data, np.zeros((nact, cp_size - width), u8)], axis=1)
+        store(fr, instr, act, nact, "shared", d, elem,
+              np.ascontiguousarray(data).view(elem).reshape(nact, count))
 
     return guard_simple(ctx, instr, Op(True, run, instr))
+
+
+def _predicate_types(ctx: DecodeContext, instr: nodes.Instruction) -> dict[str, str]:
+    """The ``.pred`` registers among ``instr``'s operands: what tells cp.async's
+    ignore-src predicate from a src-size register."""
+    out = {}
+    for operand in instr.operands:
+        reg = operand.operand if isinstance(operand, nodes.Negated) else operand
+        if isinstance(reg, nodes.Register):
+            try:
+                b = ctx.lookup(reg.name)
+            except DecodeError:
+                continue
+            if b.kind == "reg" and b.dtype == np.bool_:
+                out[reg.name] = ".pred"
+    return out

@@ -75,7 +75,7 @@ class Oracle(ObserverBase):
         width = event.width
         space = event.space
         if space in ("global", "const"):
-            kinds, alloc_index = self._check_global(a, width)
+            kinds, alloc_index = self._check_global(a, width, event.alignment)
         elif space in ("shared", "local"):
             if event.window >= width:
                 outside = a > np.uint64(event.window - width)
@@ -85,7 +85,7 @@ class Oracle(ObserverBase):
                 outside |= a < np.uint64(event.window_base)
             kinds = np.where(outside, _OOB, _OK).astype(np.int8)
             alloc_index = None
-            misaligned = (a % np.uint64(width)) != 0
+            misaligned = (a % np.uint64(event.alignment)) != 0
             kinds[(kinds == _OK) & misaligned] = _MISALIGNED
         else:
             return None
@@ -95,15 +95,17 @@ class Oracle(ObserverBase):
         self._record(event, kinds, alloc_index)
         return bad
 
-    def _check_global(self, a: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def _check_global(self, a: np.ndarray, width: int,
+                      align: int) -> tuple[np.ndarray, np.ndarray | None]:
         memory = self.memory
         ix = memory.index()
         w = np.uint64(width)
+        al = np.uint64(align)
         lo = a.min()
         hi = a.max()
         if len(ix.bases) and lo >= np.uint64(NULL_PAGE):
             i = int(np.searchsorted(ix.bases, lo, side="right")) - 1
-            if i >= 0 and ix.live[i] and hi + w <= ix.ends[i] and not (a % w).any():
+            if i >= 0 and ix.live[i] and hi + w <= ix.ends[i] and not (a % al).any():
                 return np.zeros(a.shape, dtype=np.int8), None
         idx = memory.lookup(a)
         valid = idx >= 0
@@ -115,7 +117,7 @@ class Oracle(ObserverBase):
         kinds = np.full(a.shape, _OK, dtype=np.int8)
         kinds[~fits] = _OOB
         kinds[starts_inside & ~live] = _UAF
-        kinds[(kinds == _OK) & ((a % w) != 0)] = _MISALIGNED
+        kinds[(kinds == _OK) & ((a % al) != 0)] = _MISALIGNED
         kinds[a < np.uint64(NULL_PAGE)] = _NULL
         # the allocation a report names: the one the access starts in, else the
         # nearest one (an overflow past its end or an underflow before its base)

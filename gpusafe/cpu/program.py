@@ -28,7 +28,7 @@ from .decoded import Binding, FunctionCode, ModuleSymbols, align_up
 from .decoder import decode_function
 from .errors import LaunchConfigError, UnsupportedInstruction
 from .events import LaunchInfo, Observer
-from .frames import Launch
+from .frames import MAX_LOCAL_PER_THREAD, Launch, static_stack
 from .instructions import build
 from .memory import FUNCTION_BASE, DeviceMemory
 from .operands import immediate_bits
@@ -97,6 +97,7 @@ class Program(ModuleSymbols):
         self._allocations: list[int] = []
         self._symbols: dict[str, tuple[int, int]] = {}
         self._codes: dict[str, FunctionCode] = {}
+        self._static_stacks: dict[str, int] = {}  # kernel -> stack it needs without recursion
         self._place_variables()
         self._references = index.references
         self._initializer_functions = index.initializer_functions
@@ -227,6 +228,16 @@ class Program(ModuleSymbols):
 
     # -- kernels ---------------------------------------------------------------
 
+    def _static_stack(self, kernel: str) -> int:
+        need = self._static_stacks.get(kernel)
+        if need is None:
+            def code_of(name: str) -> FunctionCode | None:
+                f = self._functions.get(name)
+                return None if f is None or f.body is None else self.code(name)
+
+            need = self._static_stacks[kernel] = static_stack(kernel, code_of)
+        return need
+
     def _closure(self, kernel: str) -> list[str]:
         """Functions a kernel can reach (calls and address-taken functions)."""
         seen = [kernel]
@@ -317,7 +328,14 @@ class Program(ModuleSymbols):
         *,
         observers: Sequence[Observer] = (),
         stdout: TextIO | None = None,
+        stack_size: int | None = None,
+        timeout: float | None = None,
     ) -> LaunchResult:
+        """Run one launch to its end.  ``stack_size``: the bytes of stack a
+        thread may use (``CU_LIMIT_STACK_SIZE``; grown, as by a real driver,
+        to what the kernel needs without recursion; None: the device's most).
+        ``timeout``: seconds after which the launch stops with
+        :class:`~gpusafe.cpu.errors.LaunchTimeout` (None: no limit)."""
         if not self._loaded:
             raise LaunchConfigError("the module has been unloaded")
         info = self.kernels.get(kernel)
@@ -346,8 +364,12 @@ class Program(ModuleSymbols):
             dynamic_shared=shared_bytes, shared_window=window, local_size=info.local_size,
         )
         code = self.code(kernel)
+        stack_limit = MAX_LOCAL_PER_THREAD
+        if stack_size is not None:
+            stack_limit = min(max(stack_size, self._static_stack(kernel)), MAX_LOCAL_PER_THREAD)
         launch = Launch(self.memory, code, launch_info, bytes(params), layout.offsets,
-                        list(observers), stdout, next(_grid_ids))
+                        list(observers), stdout, next(_grid_ids), stack_limit=stack_limit,
+                        timeout=timeout)
         launch.reserved_shared = layout.reserved
         for o in observers:
             o.kernel_begin(launch_info)

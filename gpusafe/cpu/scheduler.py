@@ -66,8 +66,14 @@ value.
 *Calls.*  ``call`` runs the callee as a nested frame for exactly the calling
 lanes, with its own registers, its own ``.local`` frame above the caller's on
 each thread's stack, and a per-lane ``.param`` area; arguments and return
-values are copied in and out.  Recursion is nesting; ``exit`` inside a callee
-ends the thread in every frame.
+values are copied in and out.  Frames nest on an explicit stack
+(:func:`run_stack`), so a recursion is as deep as the thread's stack allows
+(``CU_LIMIT_STACK_SIZE``), never bounded by Python's recursion; ``exit``
+inside a callee ends the thread in every frame.
+
+*Watchdog.*  A launch with a timeout checks its deadline once a round: each
+time the scheduler picks a group and each time a group jumps back (a loop's
+next iteration), never per instruction.
 
 *Memory.*  Global memory is the :class:`~gpusafe.cpu.memory.DeviceMemory`
 arena; shared memory is one window per block of the chunk; local memory is one
@@ -79,12 +85,11 @@ address see the values a sequential execution gives.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
-from .frames import ALL, BAR, CALL, DONE, MAX_CALL_DEPTH, NO_PC, RUN, WARP, Chunk, Frame, Launch
+from .frames import ALL, BAR, CALL, CALLING, DONE, NO_PC, RUN, WARP, Chunk, Frame, Launch
 from .memory import LOCAL_STACK_BASE
 
 MAX_CHUNK_LANES = 1 << 18
@@ -96,21 +101,57 @@ the scheduler lets the others run (so a spinning lane cannot starve a lock
 holder)."""
 
 
-def run_frame(fr: Frame) -> None:
-    """Run a frame until every lane has returned or exited."""
+def run_stack(root: Frame) -> None:
+    """Run a frame and every call its lanes make, to the end.
+
+    Calls are an explicit stack of frames, not Python recursion: a call op
+    sets its frame's :attr:`~gpusafe.cpu.frames.Frame.call` and returns
+    :data:`~gpusafe.cpu.frames.CALLING`; the callee frames it gives run on
+    top of it, then the caller resumes where the call says.  How deep a
+    recursion goes is bounded by the thread's stack (the call op checks it),
+    never by the interpreter."""
+    stack = [root]
+    while stack:
+        fr = stack[-1]
+        resume = None
+        call = fr.call
+        if call is not None:
+            callee = call.next_frame()
+            if callee is not None:
+                stack.append(callee)
+                continue
+            fr.call = None
+            resume = call.result()
+        if not run_frame(fr, resume):
+            stack.pop()
+
+
+def run_frame(fr: Frame, resume: tuple[Any, int, int] | None = None) -> bool:
+    """Run a frame until every lane has returned or exited (False), or until
+    its lanes make a call (True: ``fr.call`` is set; run the callees, then
+    this again with ``resume``, the call's result)."""
     ops = fr.code.ops
-    act: Any = ALL
-    nact = fr.n
-    cur = 0
-    stop = NO_PC  # the smallest PC of other lanes: reaching it merges with them
-    spins = 0
+    launch = fr.launch
+    timed = launch.deadline is not None
+    if resume is None:
+        act: Any = ALL
+        nact = fr.n
+        cur = 0
+        stop = NO_PC  # the smallest PC of other lanes: reaching it merges with them
+        spins = 0
+    else:
+        act, nact, cur = resume
+        stop = fr.stop
+        spins = fr.spins
     count = 0
     try:
         while True:
             if act is None:
                 act, nact, cur = schedule(fr)
                 if act is None:
-                    return
+                    return False
+                if timed:
+                    launch.check_deadline(fr, act, cur)
                 stop = fr.stop
                 spins = 0
             elif cur >= stop:
@@ -125,7 +166,16 @@ def run_frame(fr: Frame) -> None:
                 continue
             before = cur
             act, nact, cur = op.run(fr, act, nact, cur)
-            if act is not None and cur <= before and (stop != NO_PC or fr.below):
+            if act is CALLING:
+                fr.stop = stop
+                fr.spins = spins
+                return True
+            if act is None or cur > before:
+                continue
+            # a backward jump: a loop's next round
+            if timed:
+                launch.check_deadline(fr, act, cur)
+            if stop != NO_PC or fr.below:
                 if fr.below:
                     # a backward jump may lead to lanes waiting below
                     stop = min(stop, _waiting_from(fr, cur))
@@ -138,7 +188,7 @@ def run_frame(fr: Frame) -> None:
                     stop = fr.stop
                     spins = 0
     finally:
-        fr.launch.count += count
+        launch.count += count
 
 
 def schedule(fr: Frame, exclude: Any = None) -> tuple[Any, int, int]:
@@ -267,15 +317,9 @@ def run_launch(launch: Launch) -> None:
     per_lane = code.register_bytes + code.local_size + code.param_size + 64
     lanes = max(tpb, min(MAX_CHUNK_LANES, CHUNK_BYTES // per_lane))
     blocks_per_chunk = max(1, lanes // tpb)
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, 20 * MAX_CALL_DEPTH))
-    try:
-        first = 0
-        while first < nblocks_total:
-            nb = min(blocks_per_chunk, nblocks_total - first)
-            chunk = Chunk(launch, first, nb, code.local_size)
-            frame = Frame(code, launch, chunk, None, LOCAL_STACK_BASE, 0)
-            run_frame(frame)
-            first += nb
-    finally:
-        sys.setrecursionlimit(old_limit)
+    first = 0
+    while first < nblocks_total:
+        nb = min(blocks_per_chunk, nblocks_total - first)
+        chunk = Chunk(launch, first, nb, code.local_size)
+        run_stack(Frame(code, launch, chunk, None, LOCAL_STACK_BASE, 0))
+        first += nb

@@ -46,6 +46,13 @@ Decisions (see also :mod:`gpusafe.cpu.driver_profile` for the device profile):
   illegal instruction, ...), every later call that uses that context returns
   the same error. ``cuCtxDestroy`` (or ``cuDevicePrimaryCtxReset`` for the
   primary context) discards it; a new context starts clean.
+* **Stack and watchdog.** A thread's stack is the context's
+  ``CU_LIMIT_STACK_SIZE`` (1024 bytes by default, grown to what the kernel
+  needs without recursion, as a real driver does); a recursion deeper than it
+  fails the launch with ``CUDA_ERROR_LAUNCH_FAILED`` naming the depth.  With
+  ``Driver(kernel_timeout=...)`` a launch that runs longer fails with
+  ``CUDA_ERROR_LAUNCH_TIMEOUT`` naming a thread still running; both are
+  sticky, as on a GPU.
 * **Execution is synchronous.** Streams and events exist and are validated;
   every operation has finished when its call returns; ``cuEventRecord`` stores
   a host timestamp, so ``cuEventElapsedTime`` gives real milliseconds.
@@ -110,14 +117,18 @@ class Driver(DeviceCalls, ContextCalls, MemoryCalls, CopyCalls, ModuleCalls, Lau
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after
     each allocation and freed bytes kept; an engine that applies that policy
-    itself asks for 0 of each.
+    itself asks for 0 of each.  ``kernel_timeout`` (seconds, None: no limit)
+    is a watchdog: a launch that runs longer stops with
+    ``CUDA_ERROR_LAUNCH_TIMEOUT``, which its context keeps as a sticky error.
     """
 
     IMPLEMENTED: frozenset[str] = frozenset()
     """The cuda.bindings.driver functions a driver implements."""
 
-    def __init__(self, red_zone: int = RED_ZONE, quarantine: int = QUARANTINE) -> None:
-        super().__init__(red_zone=red_zone, quarantine=quarantine)
+    def __init__(self, red_zone: int = RED_ZONE, quarantine: int = QUARANTINE,
+                 kernel_timeout: float | None = None) -> None:
+        super().__init__(red_zone=red_zone, quarantine=quarantine,
+                         kernel_timeout=kernel_timeout)
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(missing(f"{type(self).__name__!r} object", name, REAL_FUNCTIONS,

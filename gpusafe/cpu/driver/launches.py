@@ -3,9 +3,10 @@
 Arguments are packed by the kernel's parameter layout (``kernelParams`` in
 every form cuda-python accepts, or ``extra``'s parameter buffer), the launch
 configuration is checked against the device's limits, and the kernel runs to
-completion before the call returns.  A launch that faults returns its error
-from the launch call itself; an error the real driver treats as fatal to the
-context becomes the context's sticky error.
+completion before the call returns, with the context's stack size and the
+driver's kernel timeout.  A launch that faults returns its error from the
+launch call itself; an error the real driver treats as fatal to the context
+(a stack overflow and a timeout included) becomes the context's sticky error.
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ class LaunchCalls(FunctionCalls):
         _check_config(fn, grid, block, shared)
         params = _pack_params(fn, kp, extra)
         try:
-            result = fn.module.program.launch(fn.name, grid, block, shared, params,
-                                              observers=self._observers, stdout=self._stdout)
+            result = fn.module.program.launch(
+                fn.name, grid, block, shared, params, observers=self._observers,
+                stdout=self._stdout, stack_size=ctx.limits["CU_LIMIT_STACK_SIZE"],
+                timeout=self.kernel_timeout)
         except DeviceError as e:
             res = CUresult[e.result]
             if res.name in _profile.STICKY_RESULTS:

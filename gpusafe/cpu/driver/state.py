@@ -123,11 +123,17 @@ class DriverBase:
 
     ``red_zone`` and ``quarantine`` are its :class:`DeviceMemory`'s: an engine
     that pads allocations and keeps freed memory itself asks for 0 of each.
+    ``kernel_timeout`` (seconds, None: no limit) is its watchdog: a launch
+    that runs longer fails with ``CUDA_ERROR_LAUNCH_TIMEOUT``.
     """
 
-    def __init__(self, red_zone: int = RED_ZONE, quarantine: int = QUARANTINE) -> None:
+    def __init__(self, red_zone: int = RED_ZONE, quarantine: int = QUARANTINE,
+                 kernel_timeout: float | None = None) -> None:
+        if kernel_timeout is not None and not kernel_timeout > 0:
+            raise ValueError(f"the kernel timeout must be positive seconds, not {kernel_timeout}")
         self.red_zone = red_zone
         self.quarantine = quarantine
+        self.kernel_timeout = kernel_timeout
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._generation = 0

@@ -1,14 +1,14 @@
 """Errors, versions and the device (``cudaGetError*``, ``cudaGetLastError``,
 ``cuda*GetVersion``, ``cudaGetDevice*``, ``cudaSetDevice``,
-``cudaDeviceSynchronize``, ``cudaDeviceReset``).
+``cudaDeviceSynchronize``, ``cudaDeviceReset``, ``cudaDevice{Get,Set}Limit``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cuda.bindings.driver import CUdevice, CUdevice_attribute, CUresult
-from cuda.bindings.runtime import cudaDeviceProp, cudaError_t
+from cuda.bindings.driver import CUdevice, CUdevice_attribute, CUlimit, CUresult
+from cuda.bindings.runtime import cudaDeviceProp, cudaError_t, cudaLimit
 
 from ...cudaapi import args as _args
 from .. import driver_profile as _profile
@@ -149,3 +149,17 @@ class DeviceCalls(RuntimeBase):
         drv = self.driver
         dev = int(check(drv.cuCtxGetDevice())) if int(check(drv.cuCtxGetCurrent())) else 0
         check(drv.cuDevicePrimaryCtxReset(CUdevice(dev)))
+
+    # -- limits (the current context's, as the driver keeps them) -------------------
+
+    @api(0)
+    def cudaDeviceSetLimit(self, limit: Any, value: Any) -> None:
+        _args.require_enum(limit, cudaLimit, "limit")
+        self._ensure_context()
+        check(self.driver.cuCtxSetLimit(CUlimit(int(limit)), value))
+
+    @api(1)
+    def cudaDeviceGetLimit(self, limit: Any) -> int:
+        _args.require_enum(limit, cudaLimit, "limit")
+        self._ensure_context()
+        return int(check(self.driver.cuCtxGetLimit(CUlimit(int(limit)))))
