@@ -135,3 +135,36 @@ def test_no_class_is_over_400_lines() -> None:
                 if n > 400:
                     big[f"{rel}:{node.name}"] = n
     assert big == {}
+
+
+LAYERS = {
+    # a package: the packages of ours it may import (besides itself)
+    "instrument": set(),
+    "gpusafe.cudaapi": {"instrument"},
+    "gpusafe.cpu": {"instrument", "gpusafe.cudaapi"},
+    "gpusafe.report": {"instrument", "gpusafe"},
+    "gpusafe.engine": {"instrument", "gpusafe", "gpusafe.cudaapi", "gpusafe.report"},
+    "gpusafe.doors": {"instrument", "gpusafe", "gpusafe.engine", "gpusafe.backends"},
+}
+"""The data flow, lowest layer first: a layer never imports one above it.
+(``gpusafe`` alone is the package's ``__init__``: its version.)"""
+
+
+def _package(module: str) -> str:
+    for layer in sorted(LAYERS, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return module if module in ("gpusafe", "instrument") else module.rsplit(".", 1)[0]
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    wrong = []
+    for module, targets in import_graph().items():
+        layer = _package(module)
+        if layer not in LAYERS:
+            continue
+        for target in targets:
+            other = _package(target)
+            if other != layer and other not in LAYERS[layer]:
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
