@@ -65,7 +65,7 @@ def _align_up(value: int, align: int) -> int:
 
 
 @dataclass(eq=False, slots=True)
-class Allocation:
+class ArenaAllocation:
     """One device allocation; its record outlives ``free``."""
 
     tag: int
@@ -80,7 +80,7 @@ class Allocation:
 
     def __repr__(self) -> str:
         state = "live" if self.live else "freed"
-        return f"Allocation(tag={self.tag}, base={self.base:#x}, size={self.size}, {state})"
+        return f"ArenaAllocation(tag={self.tag}, base={self.base:#x}, size={self.size}, {state})"
 
 
 @dataclass(eq=False, slots=True)
@@ -88,7 +88,7 @@ class _Segment:
     start: int
     end: int
     buffer: np.ndarray | None  # uint8, end - start bytes; None once dropped from quarantine
-    allocation: Allocation | None = None  # None for an alignment filler
+    allocation: ArenaAllocation | None = None  # None for an alignment filler
     position: int = -1  # the allocation's position in the index
 
     def data(self) -> np.ndarray:
@@ -191,7 +191,7 @@ class DeviceMemory:
         self.quarantine = quarantine
         self.used = 0
         self._segments: list[_Segment] = []
-        self._allocations: list[Allocation] = []  # in address order (bump allocation)
+        self._allocations: list[ArenaAllocation] = []  # in address order (bump allocation)
         self._seg_of: dict[int, _Segment] = {}  # tag -> segment
         self._top = GLOBAL_BASE
         self._next_tag = 1
@@ -202,7 +202,7 @@ class DeviceMemory:
     # -- host API ------------------------------------------------------------
 
     @property
-    def allocations(self) -> list[Allocation]:
+    def allocations(self) -> list[ArenaAllocation]:
         """Every allocation ever made (live and freed), in address order."""
         return list(self._allocations)
 
@@ -231,7 +231,7 @@ class DeviceMemory:
             self._index.add_segment(self._top, base)
         # at least one segment: every allocation has its own base address
         end = base + max(_align_up(size + self.red_zone, SEGMENT_ALIGN), SEGMENT_ALIGN)
-        allocation = Allocation(self._next_tag, base, size, True, label)
+        allocation = ArenaAllocation(self._next_tag, base, size, True, label)
         self._next_tag += 1
         position = self._index.add_allocation(base, base + size)
         segment = _Segment(base, end, np.zeros(end - base, np.uint8), allocation, position)
@@ -243,7 +243,7 @@ class DeviceMemory:
         self.used += size
         return base
 
-    def free(self, address: int) -> Allocation:
+    def free(self, address: int) -> ArenaAllocation:
         """Free the live allocation based at ``address``; its record stays (state freed)."""
         allocation = self.find(address)
         if allocation is None or allocation.base != address or not allocation.live:
@@ -260,14 +260,14 @@ class DeviceMemory:
             old.buffer = None
         return allocation
 
-    def _describe_bad_free(self, address: int, allocation: Allocation | None) -> str:
+    def _describe_bad_free(self, address: int, allocation: ArenaAllocation | None) -> str:
         if allocation is None:
             return f"{address:#x} is not a device allocation"
         if not allocation.live and allocation.base == address:
             return f"{address:#x} was already freed"
         return f"{address:#x} is not the base of an allocation (inside {allocation!r})"
 
-    def find(self, address: int) -> Allocation | None:
+    def find(self, address: int) -> ArenaAllocation | None:
         """The allocation (live or freed) whose bytes contain ``address``."""
         allocations = self._allocations
         lo, hi = 0, len(allocations)
@@ -343,7 +343,7 @@ class DeviceMemory:
         ix = self.index()
         return np.searchsorted(ix.bases, addresses, side="right").astype(np.int64) - 1
 
-    def allocation_at(self, i: int) -> Allocation:
+    def allocation_at(self, i: int) -> ArenaAllocation:
         return self._allocations[i]
 
     def in_arena(self, addresses: np.ndarray, width: int) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 from instrument.kinds import AccessKind, ViolationKind
 
 from .events import LaunchInfo, MemoryEvent, ObserverBase
-from .memory import NULL_PAGE, Allocation, DeviceMemory
+from .memory import NULL_PAGE, ArenaAllocation, DeviceMemory
 
 _OK, _NULL, _OOB, _UAF, _MISALIGNED = 0, 1, 2, 3, 4
 
@@ -47,7 +47,7 @@ class OracleViolation:
     thread: tuple[int, int, int]
     block: tuple[int, int, int]
     space: str
-    allocation: Allocation | None = None  # the allocation the address falls in, if any
+    allocation: ArenaAllocation | None = None  # the allocation the address falls in, if any
 
 
 class Oracle(ObserverBase):

@@ -35,7 +35,7 @@ from .operands import immediate_bits
 from .ptx_types import UNSIGNED
 from .scheduler import run_launch
 
-__all__ = ["KernelInfo", "LaunchResult", "Program"]
+__all__ = ["KernelLayout", "LaunchResult", "Program"]
 
 MAX_SHARED = 227 * 1024
 """Most shared memory a block may have (static + dynamic), as on sm_90."""
@@ -44,7 +44,7 @@ _grid_ids = itertools.count(1)
 
 
 @dataclass
-class KernelInfo:
+class KernelLayout:
     name: str
     params: list[ParamSlot]
     param_size: int
@@ -102,7 +102,7 @@ class Program(ModuleSymbols):
         self._references = index.references
         self._initializer_functions = index.initializer_functions
         self._layouts: dict[str, _SharedLayout] = {}
-        self.kernels: dict[str, KernelInfo] = {
+        self.kernels: dict[str, KernelLayout] = {
             f.name: self._kernel_info(f) for f in self._functions.values()
             if f.is_kernel and f.body is not None
         }
@@ -292,7 +292,7 @@ class Program(ModuleSymbols):
         self._layouts[kernel] = layout
         return layout
 
-    def _kernel_info(self, f: nodes.Function) -> KernelInfo:
+    def _kernel_info(self, f: nodes.Function) -> KernelLayout:
         layout, size = param_layout(f.params)
         local = 0
         regs = 0
@@ -305,7 +305,7 @@ class Program(ModuleSymbols):
         for name, values in f.directives:
             if name in (".maxntid", ".reqntid") and values:
                 max_threads = min(max_threads, int(np.prod(values)))
-        return KernelInfo(
+        return KernelLayout(
             name=f.name, params=layout, param_size=size,
             static_shared=self._shared_layout(f.name).static_size,
             local_size=align_up(local, 16) if local else 0,
@@ -490,7 +490,7 @@ def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
     return dims  # type: ignore[return-value]
 
 
-def _check_config(info: KernelInfo, grid: tuple[int, int, int], block: tuple[int, int, int],
+def _check_config(info: KernelLayout, grid: tuple[int, int, int], block: tuple[int, int, int],
                   shared_bytes: int, params: bytes) -> None:
     name = info.name
     if min(grid) < 1 or grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:

@@ -74,7 +74,7 @@ Decisions (see also :mod:`gpusafe.cpu.driver_profile` for the device profile):
   belong to the context that made them and go away with it.
 * Function attributes: ``NUM_REGS``, ``LOCAL_SIZE_BYTES``,
   ``SHARED_SIZE_BYTES`` and ``MAX_THREADS_PER_BLOCK`` come from the PTX
-  (``KernelInfo``); ``CONST_SIZE_BYTES`` is 0 (not tracked); register counts
+  (``KernelLayout``); ``CONST_SIZE_BYTES`` is 0 (not tracked); register counts
   do not limit launches (no ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``).
 
 gpusafe-specific functions (not in cuda-python): :func:`last_error_detail`,

@@ -1,7 +1,7 @@
 """Kernel functions and their attributes (``cuFunc*``, occupancy).
 
 ``NUM_REGS``, ``LOCAL_SIZE_BYTES``, ``SHARED_SIZE_BYTES`` and
-``MAX_THREADS_PER_BLOCK`` come from the PTX (``KernelInfo``);
+``MAX_THREADS_PER_BLOCK`` come from the PTX (``KernelLayout``);
 ``CONST_SIZE_BYTES`` is 0 (not tracked); register counts do not limit
 launches (no ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``).
 """

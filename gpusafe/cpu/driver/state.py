@@ -28,7 +28,7 @@ from ...cudaapi import args as _args
 from .. import driver_profile as _profile
 from ..events import Observer
 from ..memory import QUARANTINE, RED_ZONE, DeviceMemory
-from ..program import KernelInfo, LaunchResult, Program
+from ..program import KernelLayout, LaunchResult, Program
 
 E = CUresult  # shorthand for the driver modules
 
@@ -91,7 +91,7 @@ class LoadedModule:
 
 
 class Function:
-    def __init__(self, handle: int, module: LoadedModule, name: str, info: KernelInfo):
+    def __init__(self, handle: int, module: LoadedModule, name: str, info: KernelLayout):
         self.handle = handle
         self.module = module
         self.name = name
