@@ -22,9 +22,9 @@ SLOW_MODULES = {
     # corpus: every kernel of tests/kernels through NVRTC, ptxas, numba, LLVM
     "test_corpus_toolchain", "test_ptx_corpus", "test_instrument_corpus",
     "test_instrument_specs", "test_cpu_kernels",
-    # subprocesses: gpusafe run on whole programs
-    "test_run_cli", "test_run_runtime_api", "test_run_hardening", "test_samples_programs", "test_cpu_programs",
-    "test_packaging",
+    # subprocesses: gpusafe run on whole programs, gpusafe inspect, a wheel install
+    "test_run_cli", "test_run_runtime_api", "test_run_hardening", "test_samples_programs",
+    "test_cpu_programs", "test_cli_inspect", "test_packaging",
     # property tests
     "test_ptx_fuzz", "test_instrument_fuzz",
 }

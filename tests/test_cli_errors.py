@@ -30,6 +30,7 @@ def test_every_report_format_has_a_run_flag() -> None:
         bad for bad, _ in OUTPUT_FLAGS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag,other", OUTPUT_FLAGS)
 def test_run_with_an_unwritable_report_file_exits_2_with_one_line(
         tmp_path: Path, flag: str, other: str) -> None:

@@ -328,6 +328,7 @@ def test_syncwarp_between_halves_of_a_warp(options) -> None:
 # calls
 
 
+@pytest.mark.slow
 @BOTH
 def test_recursion_gives_each_call_its_own_frame(options) -> None:
     dev = Device(r"""
@@ -439,6 +440,7 @@ def test_atomic_cas_inc_exch_and_minmax(options) -> None:
     np.testing.assert_array_equal(dev.get(mm), [1, 247])
 
 
+@pytest.mark.slow
 @BOTH
 def test_spin_lock_across_blocks(options) -> None:
     dev = Device(r"""
@@ -1131,6 +1133,7 @@ def test_lock_around_a_call_with_every_lane_contending(options) -> None:
     assert dev.get(total)[0] == 64
 
 
+@pytest.mark.slow
 def test_lane_held_at_a_call_is_released_for_lanes_spinning_before_it() -> None:
     """The lock holder waits at the call for the lanes that could still reach
     it; those spin on the lock it holds.  After ``SPIN_LIMIT`` turns the

@@ -94,6 +94,7 @@ def i32(value: int) -> np.ndarray:
 # recursion and the stack
 
 
+@pytest.mark.slow
 def test_a_recursion_5000_deep_runs_with_a_stack_that_holds_it(recursion_ptx) -> None:
     dev = Device(recursion_ptx)
     dev.ok(dev.drv.cuCtxSetLimit(CUlimit.CU_LIMIT_STACK_SIZE, 128 << 10))
@@ -102,6 +103,7 @@ def test_a_recursion_5000_deep_runs_with_a_stack_that_holds_it(recursion_ptx) ->
     np.testing.assert_array_equal(dev.read(out, 4), 5000 + np.arange(4))
 
 
+@pytest.mark.slow
 def test_recursion_depth_is_not_bounded_by_python_recursion(recursion_ptx) -> None:
     program = Program(recursion_ptx, memory := DeviceMemory())
     out = memory.alloc(4)
@@ -142,6 +144,7 @@ def test_a_kernel_frame_larger_than_the_stack_size_runs_as_the_driver_grows_it(
     assert dev.read(out, 1)[0] == 7 * 7 + 599 * 7
 
 
+@pytest.mark.slow
 def test_the_runtime_sets_the_stack_size_of_its_context(recursion_ptx) -> None:
     drv = Driver()
     rt = Runtime(drv)
@@ -172,6 +175,7 @@ def test_the_stack_overflow_is_raised_by_the_program_with_its_depth(recursion_pt
 # the watchdog
 
 
+@pytest.mark.slow
 def test_a_kernel_that_never_ends_times_out_with_a_sticky_error() -> None:
     dev = Device(nvrtc_compile(SPIN, "spin.cu", "compute_75"), kernel_timeout=1.0)
     flag = dev.buffer(1)
@@ -198,6 +202,7 @@ def test_a_kernel_that_ends_in_time_is_not_stopped() -> None:
     np.testing.assert_array_equal(dev.read(out, 64), np.ones(64))
 
 
+@pytest.mark.slow
 def test_without_a_timeout_a_spinning_kernel_ends_when_its_flag_is_cleared() -> None:
     dev = Device(nvrtc_compile(SPIN, "spin.cu", "compute_75"))
     flag = dev.buffer(1)

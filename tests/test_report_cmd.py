@@ -183,6 +183,7 @@ def test_unknown_format_is_a_usage_error(saved: Path) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.slow
 def test_as_a_process_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{")

@@ -133,6 +133,7 @@ def test_largest_64_bit_values_are_rendered(tmp_path: Path, capsys) -> None:
     assert "+18446744073709551615: 0 B past the end" in out
 
 
+@pytest.mark.slow
 def test_a_hostile_report_in_a_subprocess_exits_2_without_traceback(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text("{\"schema\": " + "[" * 100_000 + "]" * 100_000 + "}")

@@ -273,6 +273,7 @@ def test_run_with_a_malformed_file_exits_2_before_running_anything(
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_run_end_to_end_with_the_only_violation_suppressed(tmp_path: Path) -> None:
     app = write_program(tmp_path, "")
     supp = tmp_path / "known.supp"
