@@ -279,3 +279,13 @@ def test_gpusafe_run_still_reads_the_file_a_location_names(layout) -> None:
     (layout["outside"] / "oob.cu").write_text(OOB_CU)
     text = render_text(Report.from_json(_report_at(str(layout["outside"] / "oob.cu"))))
     assert "void oob_write" in text
+
+
+def test_an_instruction_keeps_its_tab_and_loses_its_escape_sequences() -> None:
+    from dataclasses import replace
+
+    from gpusafe.report.display import as_shown
+
+    v = buggy_report().violations[0]
+    shown = as_shown(replace(v, instruction="st.global.f32\t[%rd8], %f2; \x1b[2J"))
+    assert shown.instruction == "st.global.f32\t[%rd8], %f2; \\x1b[2J"

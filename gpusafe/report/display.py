@@ -101,7 +101,8 @@ def as_shown(v: Violation, cwd: str | os.PathLike[str] | None = None) -> Violati
     return replace(
         v,
         kernel=_opt(v.kernel),
-        instruction=_opt(v.instruction),
+        # a tab between opcode and operands is how compilers write PTX
+        instruction=None if v.instruction is None else printable(v.instruction, keep="\t"),
         location=location,
         allocation=_printable_allocation(v.allocation),
     )
