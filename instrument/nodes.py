@@ -232,11 +232,12 @@ class Instruction:
     line: int = field(default=0, compare=False)
     lead: str = field(default=DEFAULT_LEAD, compare=False, repr=False)
     raw: str | None = field(default=None, init=False, compare=False, repr=False)
+    op: str = field(default="", init=False, compare=False, repr=False)
+    """The base opcode: ``ld`` for ``ld.global.v4.f32`` (asked for every
+    instruction by every pass: computed once)."""
 
-    @property
-    def op(self) -> str:
-        """The base opcode: ``ld`` for ``ld.global.v4.f32``."""
-        return self.opcode.split(".", 1)[0]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", self.opcode.partition(".")[0])
 
     @property
     def modifiers(self) -> tuple[str, ...]:
@@ -468,8 +469,31 @@ class Block:
     close_lead: str = field(default=DEFAULT_LEAD, compare=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """Statements a pass wrote and printed at once, kept as their text.
+
+    The parser never makes one.  The bounds-check pass keeps each
+    out-of-line slow path this way: most of the code it adds, which no
+    later step looks into, held as one string rather than as a few dozen
+    nodes (a module with a million checked accesses would otherwise hold
+    tens of millions of them).  ``text`` carries its own line breaks.
+    """
+
+    text: str
+    line: int = field(default=0, compare=False)
+    lead: str = field(default="", compare=False, repr=False)
+
+    @property
+    def raw(self) -> str:
+        return self.text
+
+    def canonical(self) -> str:
+        return self.text
+
+
 Statement = Union[
-    Instruction, Label, RegisterDecl, Variable, Loc, Pragma, Targets, Prototype, Block
+    Instruction, Label, RegisterDecl, Variable, Loc, Pragma, Targets, Prototype, Block, Verbatim
 ]
 
 

@@ -392,12 +392,14 @@ each nested ``{ }`` block around it."""
 
 
 def located_instructions(
-    module: Module, fn: Function
+    module: Module, fn: Function, files: Mapping[int, str] | None = None
 ) -> Iterator[tuple[StatementPath, Instruction, SourceLocation | None]]:
     """Every instruction of ``fn`` in source order, nested blocks included,
     with its path and the ``.loc`` in effect there: the one place that tracks
-    ``.loc``."""
-    files = module.files
+    ``.loc``.  ``files``: ``module.files``, when the caller asks about many
+    functions of one module (it is read once, not once per function)."""
+    if files is None:
+        files = module.files
     loc: SourceLocation | None = None
 
     def visit(stmts: list[Statement], path: StatementPath):
@@ -414,11 +416,13 @@ def located_instructions(
     yield from visit(fn.body or [], ())
 
 
-def memory_accesses(module: Module, fn: Function) -> Iterator[MemoryAccess]:
+def memory_accesses(module: Module, fn: Function,
+                    files: Mapping[int, str] | None = None) -> Iterator[MemoryAccess]:
     """The memory accesses of ``fn`` with the ``.loc`` in effect at each
-    (instructions whose memory :func:`unsupported` cannot describe are left out)."""
+    (instructions whose memory :func:`unsupported` cannot describe are left
+    out); ``files`` as for :func:`located_instructions`."""
     types = register_types(fn)
-    for _, instr, loc in located_instructions(module, fn):
+    for _, instr, loc in located_instructions(module, fn, files):
         try:
             yield from instruction_accesses(instr, loc, types)
         except Unsupported:

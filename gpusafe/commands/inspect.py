@@ -59,11 +59,12 @@ def module_summary(module: ptx.Module, source: str) -> dict[str, Any]:
     from instrument import query  # with the PTX front end, as above
 
     functions = []
+    files = module.files
     for fn in module.functions:
         if fn.body is None:
             continue
         counts = Counter(
-            (a.space, a.kind.value, a.width) for a in query.memory_accesses(module, fn)
+            (a.space, a.kind.value, a.width) for a in query.memory_accesses(module, fn, files)
         )
         functions.append({
             "name": fn.name,

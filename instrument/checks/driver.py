@@ -119,12 +119,13 @@ class _Attempt:
             if root is not None:
                 module_vars[v.name] = root
         problems: dict[str, str] = {}
+        files = module.files
         for fn in module.functions:
             if fn.body is None or self._original(fn.name) in self.skip \
                     or (self.targets is not None and fn.name not in self.targets):
                 continue
             fp = FunctionPlan(module, fn, module_vars, self.sites,
-                              display=self.display.get(fn.name, fn.name))
+                              display=self.display.get(fn.name, fn.name), files=files)
             try:
                 fp.plan()
             except CannotCheck as e:

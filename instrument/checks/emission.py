@@ -38,22 +38,36 @@ CONTEXT_REGISTER = "%__gs_ctx"
 """The register a function holding the launch context keeps it in."""
 
 
+_SPELLED: dict[object, object] = {}
+"""Operands by short spelling: operands are immutable, and the check code
+spells the same registers and numbers over and over."""
+_SPELLED_LIMIT = 1 << 16
+
+
 def _op(x) -> object:
+    t = type(x)
+    if t is str or t is int:
+        op = _SPELLED.get(x)
+        if op is None:
+            if len(_SPELLED) > _SPELLED_LIMIT:
+                _SPELLED.clear()
+            if t is int:
+                op = Immediate.integer(x)
+            elif x.startswith("%"):
+                op = Register(x)
+            else:
+                op = Symbol(x)
+            _SPELLED[x] = op
+        return op
     if isinstance(x, (Register, Symbol, Immediate, Address, Vector, ArgumentList)):
         return x
-    if isinstance(x, int):
-        return Immediate.integer(x)
-    if isinstance(x, str) and x.startswith("%"):
-        return Register(x)
-    if isinstance(x, str):
-        return Symbol(x)
     raise TypeError(x)
 
 
 def I(opcode: str, *operands, guard: ptx.Guard | None = None) -> Instruction:  # noqa: E743
     """An instruction from short operand forms: ``"%r"`` a register, another
     string a symbol, an int an immediate."""
-    return Instruction(opcode, tuple(_op(o) for o in operands), guard)
+    return Instruction(opcode, tuple([_op(o) for o in operands]), guard)
 
 
 class Emitter:

@@ -88,8 +88,10 @@ class FunctionPlan:
     """The checks of one function: its accesses, pointer roots and check slots."""
 
     def __init__(self, module: Module, fn: Function, module_vars: dict[str, prov.VarRoot],
-                 sites: SiteTable, display: str | None = None) -> None:
+                 sites: SiteTable, display: str | None = None,
+                 files: dict[int, str] | None = None) -> None:
         self.module = module
+        self.files = module.files if files is None else files
         self.fn = fn
         self.display = display or fn.name  # the name reports use (a copy's original)
         self.sites = sites
@@ -111,7 +113,8 @@ class FunctionPlan:
         self.slots: list[Slot] = []
         self.union: list[int] = []  # union-find over roots sharing an offset register
         self.graph = cfg_mod.build(fn)
-        self.loops = self.graph.loops()  # header block -> body blocks
+        self.domtree = self.graph.dominator_tree()
+        self.loops = self.graph.loops(self.domtree)  # header block -> body blocks
         self.needs_ctx = False
         self.calls = Calls()
         self.fallback_roots: set[int] = set()
@@ -123,7 +126,8 @@ class FunctionPlan:
     def plan(self) -> None:
         ctx = prov.AnalysisContext(self.kernel_params, self.vars, self.types)
         analysis = prov.analyze(self.fn, ctx, self.graph)
-        locs = {path: loc for path, _, loc in query.located_instructions(self.module, self.fn)}
+        locs = {path: loc for path, _, loc in
+                query.located_instructions(self.module, self.fn, self.files)}
         for path, instr, state in analysis.states():
             self._note_calls(instr)
             try:

@@ -12,6 +12,8 @@ that the threads waiting on it do not hang.
 
 from __future__ import annotations
 
+import functools
+
 from .. import layout, ptx, query
 from .. import provenance as prov
 from ..kinds import AccessKind
@@ -27,7 +29,9 @@ from ..nodes import (
     Symbol,
     Variable,
     Vector,
+    Verbatim,
 )
+from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION
 from .emission import Emitter, I
 from .planning import Access, Mode
@@ -35,7 +39,8 @@ from .planning import Access, Mode
 
 def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
     """The code at label ``slow``: back to ``do`` to perform the access, or on
-    to ``skip`` (after the instruction) without it."""
+    to ``skip`` (after the instruction) without it; printed at once (one
+    :class:`~instrument.nodes.Verbatim`: nothing later looks into it)."""
     a = acc.access
     instr = acc.instr
     plan = em.plan
@@ -82,7 +87,7 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     out.append(I("bra", do, guard=ptx.Guard(q)))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
-    return out
+    return [Verbatim(statements_text(out))]
 
 
 def _not_made(em: Emitter, acc: Access, do: str) -> list[Statement]:
@@ -108,24 +113,53 @@ def _runtime_call(em: Emitter, acc: Access, args: list[tuple[str, object]],
     the allocation found, kept for the next lookup's filter)."""
     a = acc.access
     inner: list[Statement] = []
-    names = []
     for i, (t, val) in enumerate(args):
-        name = f"__gs_arg{i}"
-        names.append(Symbol(name))
-        inner.append(Variable(".param", t, name))
-        inner.append(I(f"st.param{t}", Address(Symbol(name)), val))
-    inner.append(Variable(".param", ".b8", "__gs_ret", align=8,
-                          dims=(layout.CHECK_RESULT.size,)))
-    inner.append(Instruction("call", (ArgumentList((Symbol("__gs_ret"),)),
-                                      Symbol(CHECK_FUNCTION), ArgumentList(tuple(names)))))
-    inner.append(I("ld.param.b32", status,
-                   Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("status"))))
+        inner.append(_argument(i, t))
+        inner.append(_store_argument(i, t, val))
+    inner.append(_RESULT)
+    inner.append(_call(len(args)))
+    inner.append(_read_result(status, "status"))
     if acc.mode is Mode.LOOKUP and a.space in ("global", "generic"):
-        inner.append(I("ld.param.b64", em.reg("uclo", ".b64"),
-                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("low"))))
-        inner.append(I("ld.param.b64", em.reg("uchi", ".b64"),
-                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("high"))))
+        inner.append(_read_result(em.reg("uclo", ".b64"), "low"))
+        inner.append(_read_result(em.reg("uchi", ".b64"), "high"))
     return Block(inner)
+
+
+# The statements every runtime call repeats are built once and shared (nodes
+# are immutable), their text rendered once: a module with a million checked
+# accesses holds each of them once, not a million times.
+
+def _rendered(node):  # type: ignore[no-untyped-def]
+    object.__setattr__(node, "raw", node.canonical())
+    return node
+
+
+_RESULT = _rendered(Variable(".param", ".b8", "__gs_ret", align=8,
+                             dims=(layout.CHECK_RESULT.size,)))
+
+
+@functools.cache
+def _argument(i: int, t: str) -> Variable:
+    return _rendered(Variable(".param", t, f"__gs_arg{i}"))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _store_argument(i: int, t: str, val: object) -> Instruction:
+    return _rendered(I(f"st.param{t}", Address(Symbol(f"__gs_arg{i}")), val))
+
+
+@functools.cache
+def _call(nargs: int) -> Instruction:
+    names = tuple(Symbol(f"__gs_arg{i}") for i in range(nargs))
+    return _rendered(Instruction("call", (ArgumentList((Symbol("__gs_ret"),)),
+                                          Symbol(CHECK_FUNCTION), ArgumentList(names))))
+
+
+@functools.cache
+def _read_result(reg: str, field: str) -> Instruction:
+    width = "b32" if field == "status" else "b64"
+    return _rendered(I(f"ld.param.{width}", reg,
+                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset(field))))
 
 
 def _not_performed(em: Emitter, acc: Access) -> list[Statement]:
