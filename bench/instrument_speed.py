@@ -14,11 +14,11 @@ Shapes (each written the way NVRTC writes PTX):
   registers all the way down, a guarded branch every few statements (so the
   kernel has as many basic blocks as it has accesses / 8).
 
-Each command runs in a child process of its own (``python -m gpusafe ...``)
-so its peak resident memory (``ru_maxrss`` of the child) is its own; the
-inspect summary goes to ``--json`` and the instrumented PTX to a file, as a
-user would run them.  Prints input MB, seconds, MB/s of input and peak
-resident memory for each.
+Each command runs in a fresh interpreter of its own (``gpusafe inspect
+--json`` and ``gpusafe instrument -o``, as a user would run them), which
+reports its wall and CPU seconds (start-up included) and its peak resident
+memory (``ru_maxrss``).  Prints input MB, seconds, MB/s of input (wall and
+CPU: on a loaded machine the CPU figure is the steadier) and peak memory.
 """
 
 from __future__ import annotations
@@ -178,17 +178,18 @@ def main(argv: list[str] | None = None) -> None:
                 # one child per measurement, so each peak is that command's own
                 cmd = [command, str(src)]
                 cmd += ["--json"] if command == "inspect" else ["-o", str(work / "out.ptx")]
-                seconds, peak = _measure(cmd, work)
+                seconds, cpu, peak = _measure(cmd, work)
                 extra = ""
                 if command == "instrument":
                     extra = f", output {(work / 'out.ptx').stat().st_size / 1e6:.1f} MB"
-                print(f"{shape:8s} {command:10s} {mb:7.2f} MB in {seconds:8.2f} s = "
-                      f"{mb / seconds:6.2f} MB/s, peak RSS {peak / 2**20:8.0f} MiB{extra}",
-                      flush=True)
+                print(f"{shape:8s} {command:10s} {mb:7.2f} MB in {seconds:8.2f} s "
+                      f"({cpu:8.2f} s CPU) = {mb / seconds:5.2f} MB/s ({mb / cpu:5.2f} MB/s "
+                      f"of CPU), peak RSS {peak / 2**20:6.0f} MiB{extra}", flush=True)
 
 
-def _measure(cmd: list[str], cwd: Path) -> tuple[float, int]:
-    """Run one command in a fresh interpreter that reports its own peak RSS."""
+def _measure(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
+    """Run one command in a fresh interpreter that reports its own wall and
+    CPU seconds (start-up included) and peak RSS."""
     code = (
         "import resource, runpy, sys, time\n"
         f"sys.argv = ['gpusafe', *{cmd!r}]\n"
@@ -199,8 +200,8 @@ def _measure(cmd: list[str], cwd: Path) -> tuple[float, int]:
         "    if e.code not in (0, None):\n"
         "        raise\n"
         "t = time.perf_counter() - t0\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(f'{t} {peak}', file=sys.stderr)\n"
+        "use = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(f'{t} {use.ru_utime + use.ru_stime} {use.ru_maxrss}', file=sys.stderr)\n"
     )
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -208,8 +209,8 @@ def _measure(cmd: list[str], cwd: Path) -> tuple[float, int]:
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise SystemExit(f"gpusafe {' '.join(cmd)} failed ({done.returncode}):\n{done.stderr}")
-    seconds, peak = done.stderr.strip().splitlines()[-1].split()
-    return float(seconds), int(peak) * 1024
+    seconds, cpu, peak = done.stderr.strip().splitlines()[-1].split()
+    return float(seconds), float(cpu), int(peak) * 1024
 
 
 if __name__ == "__main__":

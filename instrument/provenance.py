@@ -7,14 +7,16 @@ point.  Each register holds an abstract value:
   (:class:`ParamRoot`, including an 8-byte pointer inside a by-value struct
   parameter: ``ld.param`` at an offset of a ``.b8`` array parameter) or a
   ``.global``/``.shared``/``.local`` variable (:class:`VarRoot`; an unsized
-  ``extern .shared`` array is dynamic shared memory).  It records the space the
+  ``extern .shared`` array is dynamic shared memory) or a device function's
+  8-byte parameter (:class:`ArgRoot`: where it points is for its callers to
+  say, see ``instrument/checks/arguments.py``).  It records the space the
   value addresses, its offset from the root when that is exactly
   ``register + constant``, and the power of two the offset is known to be a
   multiple of (for alignment checks that need no instruction).
 * :class:`Scalar`: a plain integer, with the power of two it is a multiple of
   and its value when constant.
 * :data:`UNKNOWN`: anything else: a pointer loaded from memory, returned by a
-  call, a device-function parameter, or merged from different roots.
+  call, or merged from different roots.
 
 It follows ``mov``, ``add``/``sub`` with offsets, ``mad``/``mul.wide``/``shl``
 (through the alignment of the scaled index), ``cvt``, ``cvta``/``cvta.to``,
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from . import cfg as cfg_mod
@@ -78,7 +80,19 @@ class VarRoot:
         return self.name
 
 
-Root = Union[ParamRoot, VarRoot]
+@dataclass(frozen=True)
+class ArgRoot:
+    """The pointer a device function received in its 8-byte parameter
+    ``index`` (named ``param``): its callers decide where it points."""
+
+    index: int
+    param: str
+
+    def __str__(self) -> str:
+        return self.param
+
+
+Root = Union[ParamRoot, VarRoot, ArgRoot]
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,8 @@ def defs(instr: Instruction) -> list[str]:
     elif isinstance(first, Vector):
         out.extend(i.name for i in first.items if isinstance(i, Register))
     elif isinstance(first, PredicatePair):
+        if isinstance(first.first, Vector):
+            out.extend(i.name for i in first.first.items if isinstance(i, Register))
         out.extend(x.name for x in (first.first, first.second) if isinstance(x, Register))
     return out
 
@@ -180,11 +196,17 @@ class AnalysisContext:
     kernel_params: dict[str, tuple[int, int]]  # param name -> (index, byte size); kernels only
     variables: dict[str, VarRoot]  # variable name -> root
     types: dict[str, str]
+    function_params: dict[str, int] = field(default_factory=dict)
+    """A device function's 8-byte scalar parameters: name -> index (:class:`ArgRoot`)."""
+
+
+_OPAQUE = frozenset({".texref", ".samplerref", ".surfref"})
+"""Types of texture, sampler and surface handles: names, not memory."""
 
 
 def variable_root(var: Variable) -> VarRoot | None:
     space = var.space.lstrip(".")
-    if space not in ("global", "shared", "local"):
+    if space not in ("global", "shared", "local") or var.type in _OPAQUE:
         return None
     align = var.align or var.element_size
     return VarRoot(var.name, space, var.size, align)
@@ -338,12 +360,19 @@ class _Transfer:
         out: list[Value] = []
         param = addr.base.name if isinstance(addr.base, Symbol) else None
         info = self.ctx.kernel_params.get(param) if param is not None else None
+        arg = self.ctx.function_params.get(param) if param is not None else None
         for i, reg in enumerate(targets):
-            if info is not None and reg_bits(self.ctx.types, reg) == 64 and _elem_size(instr) == 8:
-                index, size = info
+            if reg_bits(self.ctx.types, reg) == 64 and _elem_size(instr) == 8:
                 off = addr.offset + 8 * i
-                if off + 8 <= size:
-                    out.append(Ptr(ParamRoot(index, off, param), "generic", None, 0, MAX_ALIGN))
+                if info is not None:
+                    index, size = info
+                    if off + 8 <= size:
+                        out.append(Ptr(ParamRoot(index, off, param), "generic", None, 0,
+                                       MAX_ALIGN))
+                        continue
+                elif arg is not None and off == 0 and len(targets) == 1:
+                    # a pointer argument: where it points is its callers' business
+                    out.append(Ptr(ArgRoot(arg, param), "generic", None, 0, 1))
                     continue
             out.append(UNKNOWN if reg_bits(self.ctx.types, reg) == 64 else Scalar(1))
         return out
@@ -588,7 +617,7 @@ def analyze(fn: Function, ctx: AnalysisContext, graph: cfg_mod.CFG | None = None
 
 
 __all__ = [
-    "ParamRoot", "VarRoot", "Root", "Ptr", "Scalar", "Unknown", "UNKNOWN", "Value",
+    "ParamRoot", "VarRoot", "ArgRoot", "Root", "Ptr", "Scalar", "Unknown", "UNKNOWN", "Value",
     "AnalysisContext", "Provenance", "analyze", "defs", "join", "register_types", "reg_bits",
     "variable_root", "relevant_registers", "live_in",
 ]
