@@ -54,6 +54,8 @@ class FunctionRewriter:
             return self._emit_unit(unit, conds, slow, seed)
         if acc.mode is Mode.LOOKUP:
             return self.em.lookup_filter(acc, slow)
+        if acc.mode is Mode.ARGUMENT:
+            return self.em.argument_filter(acc, slow)
         assert acc.mode is Mode.ALIGNMENT
         return self.em.alignment_filter(acc, slow)
 

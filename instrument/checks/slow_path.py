@@ -33,7 +33,7 @@ from ..nodes import (
 )
 from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION
-from .emission import Emitter, I
+from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
 
@@ -73,6 +73,13 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
         else:
             out.append(I("add.u64", hi, lo, em.reg("dyn", ".b64")))
         how = layout.how(layout.MODE_WINDOW, root.space, v.space == "generic")
+    elif acc.mode is Mode.ARGUMENT:
+        # the window of the local variable the caller passed (0, 0: not known)
+        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+        lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+        for reg, param in zip((lo, hi), window_params(v.root.index), strict=True):
+            out.append(I("ld.param.u64", reg, Address(Symbol(param))))
+        how = layout.how(layout.MODE_ARGUMENT, a.space, a.space == "generic")
     else:
         how = layout.how(layout.MODE_UNKNOWN, a.space, a.space == "generic")
     ctx = em.ctx()
@@ -119,7 +126,7 @@ def _runtime_call(em: Emitter, acc: Access, args: list[tuple[str, object]],
     inner.append(_RESULT)
     inner.append(_call(len(args)))
     inner.append(_read_result(status, "status"))
-    if acc.mode is Mode.LOOKUP and a.space in ("global", "generic"):
+    if acc.mode in (Mode.LOOKUP, Mode.ARGUMENT) and a.space in ("global", "generic"):
         inner.append(_read_result(em.reg("uclo", ".b64"), "low"))
         inner.append(_read_result(em.reg("uchi", ".b64"), "high"))
     return Block(inner)
