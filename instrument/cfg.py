@@ -91,7 +91,8 @@ class CFG:
         return idom
 
     def dominates(self, idom: list[int | None], a: int, b: int) -> bool:
-        """True when block ``a`` dominates block ``b``."""
+        """True when block ``a`` dominates block ``b`` (walks ``b``'s dominator
+        chain: :class:`DominatorTree` answers in constant time)."""
         x: int | None = b
         while x is not None:
             if x == a:
@@ -99,13 +100,16 @@ class CFG:
             x = idom[x]
         return False
 
-    def loops(self) -> dict[int, set[int]]:
+    def dominator_tree(self) -> DominatorTree:
+        return DominatorTree(self.dominators())
+
+    def loops(self, tree: DominatorTree | None = None) -> dict[int, set[int]]:
         """Natural loops: header block -> the blocks of its body (header included)."""
-        idom = self.dominators()
+        tree = tree or self.dominator_tree()
         out: dict[int, set[int]] = {}
         for b in self.blocks:
             for s in b.successors:
-                if self.dominates(idom, s, b.index):  # back edge b -> s
+                if tree.dominates(s, b.index):  # back edge b -> s
                     body = out.setdefault(s, {s})
                     work = [b.index]
                     while work:
@@ -115,6 +119,48 @@ class CFG:
                         body.add(x)
                         work.extend(self.blocks[x].predecessors)
         return out
+
+
+class DominatorTree:
+    """Dominance in constant time: each block's interval in a depth-first walk
+    of the dominator tree (a dominates b when b's interval lies in a's), and
+    each block's depth in the tree.  Unreachable blocks dominate nothing and
+    are dominated by nothing but themselves."""
+
+    def __init__(self, idom: list[int | None]) -> None:
+        n = len(idom)
+        self.idom = idom
+        children: list[list[int]] = [[] for _ in range(n)]
+        for b, d in enumerate(idom):
+            if d is not None:
+                children[d].append(b)
+        self.enter = [-1] * n
+        self.leave = [-1] * n
+        self.depth = [0] * n
+        clock = 0
+        for root in range(n):
+            if idom[root] is not None or self.enter[root] >= 0:
+                continue
+            self.enter[root] = clock
+            clock += 1
+            stack = [(root, 0)]
+            while stack:
+                b, i = stack[-1]
+                if i < len(children[b]):
+                    stack[-1] = (b, i + 1)
+                    c = children[b][i]
+                    self.enter[c] = clock
+                    self.depth[c] = self.depth[b] + 1
+                    clock += 1
+                    stack.append((c, 0))
+                else:
+                    stack.pop()
+                    self.leave[b] = clock
+                    clock += 1
+
+    def dominates(self, a: int, b: int) -> bool:
+        """True when block ``a`` dominates block ``b``."""
+        return self.enter[a] <= self.enter[b] and self.leave[b] <= self.leave[a]
 
 
 def _branch_targets(instr: Instruction, target_lists: dict[str, tuple[str, ...]]) -> list[str]:

@@ -270,6 +270,7 @@ EMPTY_WINDOW = (2**64 - 1, 2**63)
 MODE_ROOT = 1  # bounds of root number (how >> 8) in the launch context
 MODE_WINDOW = 2  # the [lo, hi) given by the caller (a variable's extent)
 MODE_UNKNOWN = 3  # look the address up (allocation table / shared window)
+MODE_ARGUMENT = 4  # a local address against the [lo, hi) the caller passed; else as UNKNOWN
 
 HOW_GENERIC = 8
 """Bit 3 of ``how``: the address is a generic address."""
@@ -300,6 +301,7 @@ CONSTANTS: dict[str, int] = {
     "GPUSAFE_MODE_ROOT": MODE_ROOT,
     "GPUSAFE_MODE_WINDOW": MODE_WINDOW,
     "GPUSAFE_MODE_UNKNOWN": MODE_UNKNOWN,
+    "GPUSAFE_MODE_ARGUMENT": MODE_ARGUMENT,
     "GPUSAFE_HOW_GENERIC": HOW_GENERIC,
     "GPUSAFE_SPACE_GLOBAL": SPACE_GLOBAL,
     "GPUSAFE_SPACE_SHARED": SPACE_SHARED,

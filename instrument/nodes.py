@@ -149,10 +149,11 @@ class Negated:
 
 @dataclass(frozen=True, slots=True)
 class PredicatePair:
-    """The two destinations of ``setp``: ``%p1|%p2`` (inline asm may name its
-    registers without ``%``: ``r0|p``, which parse as :class:`Symbol`)."""
+    """Two destinations, the second a predicate: ``setp``'s ``%p1|%p2``
+    (inline asm may name its registers without ``%``: ``r0|p``, which parse
+    as :class:`Symbol`), a texture fetch's ``{%f1, %f2, %f3, %f4}|%p``."""
 
-    first: Register | Symbol | Sink
+    first: Register | Symbol | Sink | Vector
     second: Register | Symbol | Sink
 
     def __str__(self) -> str:
@@ -169,9 +170,22 @@ class ArgumentList:
         return "(" + ", ".join(str(i) for i in self.items) + ")"
 
 
+@dataclass(frozen=True, slots=True)
+class TextureOperand:
+    """The bracketed operand of a texture or surface instruction: the texture
+    or surface (a ``.texref``/``.surfref`` name or a 64-bit object in a
+    register), a sampler in independent mode, then the coordinates:
+    ``[%rd2, {%f4, %f2}]``, ``[tex, smp, {%f1}]``, ``[%rd1, {%r1, %r2}]``."""
+
+    items: tuple[Operand, ...]
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(str(i) for i in self.items) + "]"
+
+
 Operand = Union[
     Register, Symbol, Immediate, Sink, Vector, Address, SymbolOffset, Negated,
-    PredicatePair, ArgumentList,
+    PredicatePair, ArgumentList, TextureOperand,
 ]
 
 
@@ -210,6 +224,9 @@ def literal_value(text: str) -> int | float:
 
 DEFAULT_LEAD = "\n\t"
 
+_BASE_OPCODE: dict[str, str] = {}
+"""Full opcode -> base opcode: one string for all the ``ld`` of a module."""
+
 
 @dataclass(frozen=True, slots=True)
 class Guard:
@@ -232,11 +249,17 @@ class Instruction:
     line: int = field(default=0, compare=False)
     lead: str = field(default=DEFAULT_LEAD, compare=False, repr=False)
     raw: str | None = field(default=None, init=False, compare=False, repr=False)
+    op: str = field(default="", init=False, compare=False, repr=False)
+    """The base opcode: ``ld`` for ``ld.global.v4.f32`` (asked for every
+    instruction by every pass: computed once)."""
 
-    @property
-    def op(self) -> str:
-        """The base opcode: ``ld`` for ``ld.global.v4.f32``."""
-        return self.opcode.split(".", 1)[0]
+    def __post_init__(self) -> None:
+        op = _BASE_OPCODE.get(self.opcode)
+        if op is None:
+            if len(_BASE_OPCODE) > 1 << 14:
+                _BASE_OPCODE.clear()
+            op = _BASE_OPCODE[self.opcode] = self.opcode.partition(".")[0]
+        object.__setattr__(self, "op", op)
 
     @property
     def modifiers(self) -> tuple[str, ...]:
@@ -468,8 +491,31 @@ class Block:
     close_lead: str = field(default=DEFAULT_LEAD, compare=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """Statements a pass wrote and printed at once, kept as their text.
+
+    The parser never makes one.  The bounds-check pass keeps each
+    out-of-line slow path this way: most of the code it adds, which no
+    later step looks into, held as one string rather than as a few dozen
+    nodes (a module with a million checked accesses would otherwise hold
+    tens of millions of them).  ``text`` carries its own line breaks.
+    """
+
+    text: str
+    line: int = field(default=0, compare=False)
+    lead: str = field(default="", compare=False, repr=False)
+
+    @property
+    def raw(self) -> str:
+        return self.text
+
+    def canonical(self) -> str:
+        return self.text
+
+
 Statement = Union[
-    Instruction, Label, RegisterDecl, Variable, Loc, Pragma, Targets, Prototype, Block
+    Instruction, Label, RegisterDecl, Variable, Loc, Pragma, Targets, Prototype, Block, Verbatim
 ]
 
 

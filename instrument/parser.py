@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .isa import INSTRUCTIONS, NEWEST_PTX_ISA, newer_than_known
 from .nodes import (
     SCALAR_SIZES,
     SECTION_BODY,
@@ -52,6 +53,7 @@ from .nodes import (
     SymbolOffset,
     Target,
     Targets,
+    TextureOperand,
     Variable,
     Vector,
     Version,
@@ -183,6 +185,8 @@ class _Parser:
             _OPERANDS_CACHE.clear()
         self.operand_cache = _OPERAND_CACHE
         self.operands_cache = _OPERANDS_CACHE
+        self.opcodes: dict[str, str] = {}  # the opcodes seen, each checked once
+        self.leads: dict[str, str] = {}
 
     # -- positions and errors ---------------------------------------------
 
@@ -245,9 +249,13 @@ class _Parser:
         while True:
             start = self.skip_trivia(pos)
             if start >= self.n:
+                if not items:
+                    raise self.error("no PTX here: a module starts with .version", start)
                 return Module(items, text[pos:])
             lead = text[pos:start]
             item, pos = self.parse_item(start)
+            if not items and type(item) is not Version:
+                raise self.error("a PTX module starts with .version", start)
             object.__setattr__(item, "lead", lead)
             items.append(item)
 
@@ -263,7 +271,12 @@ class _Parser:
             m = re.compile(r"\.version[ \t]+(\d+\.\d+)").match(text, start)
             if not m:
                 raise self.error("malformed .version", start)
-            return self._done(Version(m.group(1), line=line), start, m.end())
+            version = Version(m.group(1), line=line)
+            if newer_than_known(version.number):
+                newest = "{}.{}".format(*NEWEST_PTX_ISA)
+                raise self.error(f"PTX ISA {version.text} is newer than {newest}, the newest "
+                                 f"gpusafe reads", m.start(1))
+            return self._done(version, start, m.end())
         if d == ".target":
             m = re.compile(r"\.target[ \t]+([\w]+(?:[ \t]*,[ \t]*[\w]+)*)").match(text, start)
             if not m:
@@ -627,6 +640,8 @@ class _Parser:
         append = out.append
         fast = _FAST_INSTR.match
         ops_cache = self.operands_cache
+        opcodes = self.opcodes
+        leads = self.leads
         while True:
             start = _TRIVIA.match(text, pos).end()
             if start >= self.n:
@@ -635,6 +650,8 @@ class _Parser:
             if c == "}":
                 return out, text[pos:start], start + 1
             lead = text[pos:start]
+            if len(lead) < 8:  # one string for the "\n\t" of every statement
+                lead = leads.setdefault(lead, lead)
             if c == ".":
                 stmt, end = self.parse_body_directive(start)
             elif c == "{":
@@ -651,6 +668,10 @@ class _Parser:
                 if m is not None:
                     end = m.end()
                     neg, g, opcode, _, ops_text = m.groups()
+                    known = opcodes.get(opcode)
+                    if known is None:
+                        known = self.known_opcode(opcode, m.start(3))
+                    opcode = known
                     if ops_text:
                         operands = ops_cache.get(ops_text)
                         if operands is None:
@@ -680,6 +701,13 @@ class _Parser:
             object.__setattr__(stmt, "lead", lead)
             append(stmt)
             pos = end
+
+    def known_opcode(self, opcode: str, pos: int) -> str:
+        """``opcode`` itself (one string for all its uses), or a ParseError
+        when it names no PTX instruction."""
+        if opcode.partition(".")[0] not in INSTRUCTIONS:
+            raise self.error(f"unknown instruction {opcode!r}", pos)
+        return self.opcodes.setdefault(opcode, opcode)
 
     def fast_operands(self, ops_text: str, pos: int) -> tuple[Operand, ...]:
         """The comma-separated operands of a one-line instruction at ``pos``."""
@@ -711,7 +739,7 @@ class _Parser:
         t = self.token(start)
         assert t is not None
         d = t.text
-        if d == ".reg":
+        if d == ".reg" or d.startswith(".reg."):
             m = _FAST_REG.match(text, start)
             if m is not None and m.group(2) in _TYPES:
                 names = ((m.group(3), int(m.group(4))),) if m.group(4) else ((m.group(3), None),)
@@ -733,16 +761,28 @@ class _Parser:
         t = self.token(start)
         assert t is not None
         pos = t.end
+        # ".reg.b16" (no space, as inline assembly may write it) is ".reg .b16"
+        words = ["." + w for w in t.text.split(".")[2:]]
+        if len(words) > 2:
+            raise self.error(f"unsupported directive {t.text}", start)
+
+        def word() -> str | None:
+            nonlocal pos
+            if words:
+                return words.pop(0)
+            nt = self.token(pos)
+            if nt is None or nt.kind != "dir":
+                return None
+            pos = nt.end
+            return nt.text
+
         vector = None
-        t = self.token(pos)
-        if t is not None and t.text in (".v2", ".v4", ".v8"):
-            vector = t.text
-            pos = t.end
-            t = self.token(pos)
-        if t is None or t.text not in _TYPES:
-            raise self.error("expected a register type after .reg", pos)
-        type_ = t.text
-        pos = t.end
+        type_ = word()
+        if type_ in (".v2", ".v4", ".v8"):
+            vector = type_
+            type_ = word()
+        if type_ not in _TYPES or words:
+            raise self.error("expected a register type after .reg", start if words else pos)
         names: list[tuple[str, int | None]] = []
         while True:
             p = self.skip_trivia(pos)
@@ -809,7 +849,7 @@ class _Parser:
         if t is None or t.kind != "id" or not t.text[0].isalpha():
             found = "end of input" if t is None else repr(t.text)
             raise self.error(f"expected an instruction, found {found}", pos if t is None else t.start)
-        opcode = t.text
+        opcode = self.known_opcode(t.text, t.start)
         toks, end = self.tokens_until(t.end, ";")
         operands: list[Operand] = []
         i = 0
@@ -901,7 +941,20 @@ class _Parser:
                 if toks[i].text != ",":
                     raise self.error(f"expected ',' or '{close}'", toks[i].start)
                 i += 1
-            return (Vector(tuple(items)) if close == "}" else ArgumentList(tuple(items))), i
+            if close == ")":
+                return ArgumentList(tuple(items)), i
+            vector = Vector(tuple(items))
+            if i < len(toks) and toks[i].text == "|":
+                # a vector destination and a predicate: tex's "{d0, d1, d2, d3}|p"
+                if i + 1 >= len(toks):
+                    raise self.error("expected a predicate after '|'", toks[i].end)
+                half = self._pair_half(toks[i + 1].text)
+                if half is None:
+                    raise self.error("expected a predicate after '|'", toks[i + 1].start)
+                return PredicatePair(vector, half), i + 2
+            return vector, i
+        if t.text == "[" and self._bracket_has_comma(toks, i):
+            return self.texture_operand(toks, i)
         # everything else is a flat run of tokens up to ',' or a closer
         j = i
         depth = 0
@@ -910,6 +963,8 @@ class _Parser:
             if x == "[":
                 depth += 1
             elif x == "]":
+                if depth == 0:
+                    break  # the end of the texture operand around this one
                 depth -= 1
             elif depth == 0 and x in (",", "}", ")"):
                 break
@@ -925,6 +980,46 @@ class _Parser:
             op = self.parse_operand_text(key, t.start)
             self.operand_cache[key] = op
         return op, j
+
+
+    @staticmethod
+    def _bracket_has_comma(toks: list[_Tok], i: int) -> bool:
+        """Whether the ``[`` at ``i`` holds a comma of its own (a texture or
+        surface operand) rather than an address."""
+        depth = 0
+        for t in toks[i:]:
+            x = t.text
+            if x in ("[", "{", "("):
+                depth += 1
+            elif x in ("]", "}", ")"):
+                depth -= 1
+                if depth == 0:
+                    return False
+            elif x == "," and depth == 1:
+                return True
+        return False
+
+    def texture_operand(self, toks: list[_Tok], i: int) -> tuple[TextureOperand, int]:
+        """``[handle, {coordinates}]`` or ``[handle, sampler, {coordinates}]``."""
+        open_ = toks[i]
+        items: list[Operand] = []
+        i += 1
+        while True:
+            if i >= len(toks):
+                raise self.error("missing ']'", open_.start)
+            item, i = self.operand_from_tokens(toks, i)
+            if isinstance(item, (Address, TextureOperand)):
+                raise self.error("unexpected '[' inside a texture or surface operand",
+                                 toks[i - 1].start)
+            items.append(item)
+            if i >= len(toks):
+                raise self.error("missing ']'", open_.start)
+            if toks[i].text == "]":
+                return TextureOperand(tuple(items)), i + 1
+            if toks[i].text != ",":
+                raise self.error("expected ',' or ']' in a texture or surface operand",
+                                 toks[i].start)
+            i += 1
 
 
 def parse(text: str) -> Module:

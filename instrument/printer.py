@@ -25,6 +25,13 @@ def _statements(out: list[str], statements: list[Statement]) -> None:
         out.append(raw if raw is not None else s.canonical())
 
 
+def statements_text(statements: list[Statement]) -> str:
+    """The text of ``statements``, each after its lead (as in a function body)."""
+    out: list[str] = []
+    _statements(out, statements)
+    return "".join(out)
+
+
 def _function(out: list[str], fn: Function) -> None:
     if fn.header_raw is not None and fn.header_key == fn.header_state():
         out.append(fn.header_raw)

@@ -7,14 +7,16 @@ point.  Each register holds an abstract value:
   (:class:`ParamRoot`, including an 8-byte pointer inside a by-value struct
   parameter: ``ld.param`` at an offset of a ``.b8`` array parameter) or a
   ``.global``/``.shared``/``.local`` variable (:class:`VarRoot`; an unsized
-  ``extern .shared`` array is dynamic shared memory).  It records the space the
+  ``extern .shared`` array is dynamic shared memory) or a device function's
+  8-byte parameter (:class:`ArgRoot`: where it points is for its callers to
+  say, see ``instrument/checks/arguments.py``).  It records the space the
   value addresses, its offset from the root when that is exactly
   ``register + constant``, and the power of two the offset is known to be a
   multiple of (for alignment checks that need no instruction).
 * :class:`Scalar`: a plain integer, with the power of two it is a multiple of
   and its value when constant.
 * :data:`UNKNOWN`: anything else: a pointer loaded from memory, returned by a
-  call, a device-function parameter, or merged from different roots.
+  call, or merged from different roots.
 
 It follows ``mov``, ``add``/``sub`` with offsets, ``mad``/``mul.wide``/``shl``
 (through the alignment of the scaled index), ``cvt``, ``cvta``/``cvta.to``,
@@ -25,18 +27,21 @@ pass checks with a table lookup: imprecision costs speed, never a check.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from . import cfg as cfg_mod
 from .nodes import (
     SCALAR_SIZES,
     Address,
+    ArgumentList,
     Block,
     Function,
     Immediate,
     Instruction,
+    Negated,
     PredicatePair,
     Register,
     Statement,
@@ -75,7 +80,19 @@ class VarRoot:
         return self.name
 
 
-Root = Union[ParamRoot, VarRoot]
+@dataclass(frozen=True)
+class ArgRoot:
+    """The pointer a device function received in its 8-byte parameter
+    ``index`` (named ``param``): its callers decide where it points."""
+
+    index: int
+    param: str
+
+    def __str__(self) -> str:
+        return self.param
+
+
+Root = Union[ParamRoot, VarRoot, ArgRoot]
 
 
 @dataclass(frozen=True)
@@ -159,6 +176,8 @@ def defs(instr: Instruction) -> list[str]:
     elif isinstance(first, Vector):
         out.extend(i.name for i in first.items if isinstance(i, Register))
     elif isinstance(first, PredicatePair):
+        if isinstance(first.first, Vector):
+            out.extend(i.name for i in first.first.items if isinstance(i, Register))
         out.extend(x.name for x in (first.first, first.second) if isinstance(x, Register))
     return out
 
@@ -177,11 +196,17 @@ class AnalysisContext:
     kernel_params: dict[str, tuple[int, int]]  # param name -> (index, byte size); kernels only
     variables: dict[str, VarRoot]  # variable name -> root
     types: dict[str, str]
+    function_params: dict[str, int] = field(default_factory=dict)
+    """A device function's 8-byte scalar parameters: name -> index (:class:`ArgRoot`)."""
+
+
+_OPAQUE = frozenset({".texref", ".samplerref", ".surfref"})
+"""Types of texture, sampler and surface handles: names, not memory."""
 
 
 def variable_root(var: Variable) -> VarRoot | None:
     space = var.space.lstrip(".")
-    if space not in ("global", "shared", "local"):
+    if space not in ("global", "shared", "local") or var.type in _OPAQUE:
         return None
     align = var.align or var.element_size
     return VarRoot(var.name, space, var.size, align)
@@ -195,8 +220,20 @@ def _int_type(instr: Instruction) -> bool:
 
 
 class _Transfer:
-    def __init__(self, ctx: AnalysisContext) -> None:
+    def __init__(self, ctx: AnalysisContext, relevant: set[str] | None = None) -> None:
         self.ctx = ctx
+        self.relevant = relevant
+        # register -> registers whose value may be a Ptr offset by it (rebuilt
+        # by :meth:`begin` for each block walked; entries may be stale)
+        self.users: dict[str, set[str]] = {}
+
+    def begin(self, state: dict[str, Value]) -> None:
+        """Start walking a block from ``state``."""
+        users: dict[str, set[str]] = {}
+        for reg, v in state.items():
+            if type(v) is Ptr and v.off_reg is not None:
+                users.setdefault(v.off_reg, set()).add(reg)
+        self.users = users
 
     def value(self, state: dict[str, Value], op) -> Value | None:
         if isinstance(op, Register):
@@ -220,24 +257,32 @@ class _Transfer:
         return UNKNOWN
 
     def step(self, state: dict[str, Value], instr: Instruction) -> None:
-        """Apply ``instr`` to ``state`` in place."""
+        """Apply ``instr`` to ``state`` in place (:meth:`begin` first).  Only
+        the registers of :func:`relevant_registers` are tracked."""
         targets = defs(instr)
-        if not targets:
+        relevant = self.relevant
+        if not targets or (relevant is not None and relevant.isdisjoint(targets)):
             return
         new = self._compute(state, instr, targets)
+        users = self.users
         for reg, val in zip(targets, new, strict=True):
+            if relevant is not None and reg not in relevant:
+                continue
             if isinstance(val, Ptr) and val.off_reg == reg:
                 val = replace(val, off_reg=None, off_const=None)
             if instr.guard is not None:
                 val = join(state.get(reg), val)
             # the register changes: values whose offset was "reg + c" lose it
-            for other, ov in list(state.items()):
-                if isinstance(ov, Ptr) and ov.off_reg == reg:
+            for other in users.pop(reg, ()):
+                ov = state.get(other)
+                if type(ov) is Ptr and ov.off_reg == reg:
                     state[other] = replace(ov, off_reg=None, off_const=None)
             if val is None:
                 state.pop(reg, None)
             else:
                 state[reg] = val
+                if type(val) is Ptr and val.off_reg is not None:
+                    users.setdefault(val.off_reg, set()).add(reg)
 
     def _default(self, targets: list[str]) -> list[Value]:
         return [UNKNOWN if reg_bits(self.ctx.types, r) == 64 else Scalar(1) for r in targets]
@@ -315,12 +360,19 @@ class _Transfer:
         out: list[Value] = []
         param = addr.base.name if isinstance(addr.base, Symbol) else None
         info = self.ctx.kernel_params.get(param) if param is not None else None
+        arg = self.ctx.function_params.get(param) if param is not None else None
         for i, reg in enumerate(targets):
-            if info is not None and reg_bits(self.ctx.types, reg) == 64 and _elem_size(instr) == 8:
-                index, size = info
+            if reg_bits(self.ctx.types, reg) == 64 and _elem_size(instr) == 8:
                 off = addr.offset + 8 * i
-                if off + 8 <= size:
-                    out.append(Ptr(ParamRoot(index, off, param), "generic", None, 0, MAX_ALIGN))
+                if info is not None:
+                    index, size = info
+                    if off + 8 <= size:
+                        out.append(Ptr(ParamRoot(index, off, param), "generic", None, 0,
+                                       MAX_ALIGN))
+                        continue
+                elif arg is not None and off == 0 and len(targets) == 1:
+                    # a pointer argument: where it points is its callers' business
+                    out.append(Ptr(ArgRoot(arg, param), "generic", None, 0, 1))
                     continue
             out.append(UNKNOWN if reg_bits(self.ctx.types, reg) == 64 else Scalar(1))
         return out
@@ -374,12 +426,15 @@ class Provenance:
     def states(self) -> Iterator[tuple[tuple[int, ...], Instruction, dict[str, Value]]]:
         """Yield ``(path, instruction, state before it)`` for every instruction in
         source order; ``path`` is (top index,) or (top index, inner index, ...)
-        into nested ``{ }`` blocks."""
+        into nested ``{ }`` blocks.  The state holds the registers the
+        analysis tracks (:func:`relevant_registers`) that are still live."""
         body = self.cfg.body
+        transfer = self.transfer
         for bb in self.cfg.blocks:
             state = dict(self.block_in[bb.index] or {})
+            transfer.begin(state)
             for i in range(bb.start, bb.end):
-                yield from _visit(body[i], (i,), state, self.transfer)
+                yield from _visit(body[i], (i,), state, transfer)
 
 
 def _visit(s: Statement, path: tuple[int, ...], state: dict[str, Value],
@@ -394,50 +449,175 @@ def _visit(s: Statement, path: tuple[int, ...], state: dict[str, Value],
             yield from _visit(inner, path + (j,), state, transfer)
 
 
-def analyze(fn: Function, ctx: AnalysisContext, graph: cfg_mod.CFG | None = None) -> Provenance:
-    graph = graph or cfg_mod.build(fn)
-    transfer = _Transfer(ctx)
+def _walk_block(s: Statement, state: dict[str, Value], transfer: _Transfer) -> None:
+    """:func:`_visit` without the yields (the fixed-point iteration)."""
+    if type(s) is Instruction:
+        transfer.step(state, s)
+    elif type(s) is Block:
+        for inner in s.statements:
+            _walk_block(inner, state, transfer)
+
+
+def _instructions(s: Statement) -> Iterator[Instruction]:
+    if type(s) is Instruction:
+        yield s
+    elif type(s) is Block:
+        for inner in s.statements:
+            yield from _instructions(inner)
+
+
+def _registers(op, out: set[str]) -> None:
+    """The register names ``op`` reads."""
+    t = type(op)
+    if t is Register:
+        out.add(op.name)
+    elif t is Address:
+        if type(op.base) is Register:
+            out.add(op.base.name)
+    elif t is Vector or t is ArgumentList:
+        for item in op.items:
+            _registers(item, out)
+    elif t is Negated:
+        out.add(op.operand.name)
+
+
+def relevant_registers(body: list[Statement]) -> set[str]:
+    """The registers whose values can reach an address: the base register
+    of every address operand, the value stored to a ``.param`` variable (a
+    call argument), and (transitively) every register read by an
+    instruction defining one of them.  The analysis tracks only these: the
+    value of any other register can never decide a check, and not tracking
+    it keeps the work and the memory of the analysis proportional to the
+    pointers of the function, not to all its registers."""
+    defined_by: dict[str, list[Instruction]] = {}
+    work: list[str] = []
+    for s in body:
+        for instr in _instructions(s):
+            for o in instr.operands:
+                if type(o) is Address and type(o.base) is Register:
+                    work.append(o.base.name)
+            if instr.op == "st" and "param" in instr.modifiers:
+                for o in instr.operands[1:]:
+                    seeds: set[str] = set()
+                    _registers(o, seeds)
+                    work.extend(seeds)
+            for d in defs(instr):
+                defined_by.setdefault(d, []).append(instr)
+    relevant: set[str] = set()
+    while work:
+        reg = work.pop()
+        if reg in relevant:
+            continue
+        relevant.add(reg)
+        for instr in defined_by.get(reg, ()):
+            reads: set[str] = set()
+            for o in instr.operands:
+                _registers(o, reads)
+            work.extend(reads - relevant)
+    return relevant
+
+
+def _uses_and_kills(s: Statement, relevant: set[str], uses: set[str], kills: set[str]) -> None:
+    """Add to ``uses`` the registers of ``relevant`` that ``s`` reads before
+    ``kills`` (built up in statement order) overwrites them, and to
+    ``kills`` those it overwrites unconditionally (a guarded definition
+    keeps the old value where its guard is false: a read, not a kill)."""
+    for instr in _instructions(s):
+        targets = defs(instr)
+        reads: set[str] = set()
+        ops = instr.operands
+        for o in (ops[1:] if targets else ops):
+            _registers(o, reads)
+        if instr.guard is not None:
+            reads.update(targets)
+        for r in reads:
+            if r in relevant and r not in kills:
+                uses.add(r)
+        if instr.guard is None:
+            kills.update(t for t in targets if t in relevant)
+
+
+def live_in(graph: cfg_mod.CFG, relevant: set[str]) -> list[set[str]]:
+    """The registers of ``relevant`` live on entry to each block (read on
+    some path before being overwritten): the only ones a block's entry
+    state needs to hold."""
     body = graph.body
+    n = len(graph.blocks)
+    uses: list[set[str]] = []
+    kills: list[set[str]] = []
+    for bb in graph.blocks:
+        u: set[str] = set()
+        k: set[str] = set()
+        for i in range(bb.start, bb.end):
+            _uses_and_kills(body[i], relevant, u, k)
+        uses.append(u)
+        kills.append(k)
+    live: list[set[str]] = [set(u) for u in uses]
+    order = graph.reverse_postorder()
+    reached = set(order)
+    order = list(reversed(order)) + [b for b in range(n) if b not in reached]
+    changed = True
+    while changed:
+        changed = False
+        for b in order:
+            out: set[str] = set()
+            for succ in graph.blocks[b].successors:
+                out |= live[succ]
+            new = uses[b] | (out - kills[b])
+            if len(new) != len(live[b]):
+                live[b] = new
+                changed = True
+    return live
+
+
+def analyze(fn: Function, ctx: AnalysisContext, graph: cfg_mod.CFG | None = None) -> Provenance:
+    """The values to a fixed point: a worklist over blocks in reverse
+    postorder, each block's entry state holding only the registers that
+    matter there (relevant and live), so the cost follows the pointers of
+    the function rather than blocks times registers."""
+    graph = graph or cfg_mod.build(fn)
+    body = graph.body
+    relevant = relevant_registers(body)
+    transfer = _Transfer(ctx, relevant)
     n = len(graph.blocks)
     block_in: list[dict[str, Value] | None] = [None] * n
     if n == 0:
         return Provenance(graph, block_in, transfer)
+    live = live_in(graph, relevant)
     block_in[0] = {}
     order = graph.reverse_postorder()
-    work = list(order)
-    in_work = set(work)
     rpo_pos = {b: i for i, b in enumerate(order)}
+    work = [(rpo_pos[b], b) for b in order]
+    heapq.heapify(work)
+    in_work = set(order)
     while work:
-        work.sort(key=lambda b: rpo_pos.get(b, 0))
-        b = work.pop(0)
+        _, b = heapq.heappop(work)
         in_work.discard(b)
         state = dict(block_in[b] or {})
+        transfer.begin(state)
         bb = graph.blocks[b]
         for i in range(bb.start, bb.end):
-            for _ in _visit(body[i], (i,), state, transfer):
-                pass
+            _walk_block(body[i], state, transfer)
         for succ in bb.successors:
             old = block_in[succ]
-            if old is None:
-                merged = dict(state)
-            else:
-                merged = dict(old)
-                for reg in set(old) | set(state):
-                    v = join(old.get(reg), state.get(reg))
-                    if v is None:
-                        merged.pop(reg, None)
-                    else:
-                        merged[reg] = v
+            wanted = live[succ]
+            merged: dict[str, Value] = {}
+            for reg in wanted:
+                v = state.get(reg)
+                if old is not None:
+                    v = join(old.get(reg), v)
+                if v is not None:
+                    merged[reg] = v
             if merged != old:
                 block_in[succ] = merged
                 if succ not in in_work:
-                    work.append(succ)
+                    heapq.heappush(work, (rpo_pos.get(succ, n), succ))
                     in_work.add(succ)
     return Provenance(graph, block_in, transfer)
 
 
 __all__ = [
-    "ParamRoot", "VarRoot", "Root", "Ptr", "Scalar", "Unknown", "UNKNOWN", "Value",
+    "ParamRoot", "VarRoot", "ArgRoot", "Root", "Ptr", "Scalar", "Unknown", "UNKNOWN", "Value",
     "AnalysisContext", "Provenance", "analyze", "defs", "join", "register_types", "reg_bits",
-    "variable_root",
+    "variable_root", "relevant_registers", "live_in",
 ]

@@ -34,6 +34,7 @@ from .nodes import (
     RegisterDecl,
     Statement,
     Symbol,
+    TextureOperand,
 )
 
 STATE_SPACES = ("global", "shared", "local", "param", "const", "generic")
@@ -89,10 +90,10 @@ class MemoryAccess:
     """One memory instruction, described for checking."""
 
     instruction: Instruction
-    space: str  # one of STATE_SPACES
+    space: str  # one of STATE_SPACES, or "surface" (suld, sust, sured)
     kind: AccessKind
     width: int  # bytes moved per thread (vector width included); see ``size``
-    address: Address
+    address: Address | TextureOperand  # a surface access: [surface, coordinates]
     location: SourceLocation | None
     align: int = 0
     """The alignment the address needs; 0: the width (a load's or a store's)."""
@@ -212,6 +213,19 @@ _HINTS = frozenset({"prefetch", "prefetchu"})
 """Instructions that name memory only as a hint: they move no data and cannot
 fault, so they need no check (an out-of-range prefetch is not reported)."""
 
+_TEXTURE_UNIT = frozenset({"tex", "tld4", "txq", "suq", "istypep"})
+"""Texture fetches and texture/surface queries: they go through the texture
+unit, which bounds every coordinate by the texture's own addressing mode, and
+cannot fault on the program's memory: no access to check."""
+
+_SURFACE = {"suld": AccessKind.READ, "sust": AccessKind.WRITE, "sured": AccessKind.ATOMIC}
+"""Surface loads, stores and reductions: accesses (space ``surface``) that the
+pass does not check and counts as not checked.  A surface is a CUDA array,
+outside the allocation table; every surface instruction names what happens
+to a coordinate outside it (``.trap``: the kernel faults; ``.clamp``: the
+nearest element; ``.zero``: nothing is written, zero is read), so the
+hardware keeps it inside the array whatever the coordinate."""
+
 _SYNC_OBJECTS = frozenset({"mbarrier"})
 """Instructions on a synchronisation object (an mbarrier's 8 bytes of shared
 memory) rather than on the program's data: like ``cp.async.mbarrier.arrive``,
@@ -325,13 +339,25 @@ def _copy_accesses(instr: Instruction, location: SourceLocation | None,
     return _cp_async_bulk(instr, location)
 
 
+def _surface_access(instr: Instruction,
+                    location: SourceLocation | None) -> tuple[MemoryAccess, ...]:
+    surface = next((o for o in instr.operands if isinstance(o, TextureOperand)), None)
+    if surface is None:
+        raise Unsupported(f"'{instr.op}' without a [surface, coordinates] operand")
+    mods = instr.modifiers
+    return (MemoryAccess(instr, "surface", _SURFACE[instr.op], _width(mods), surface,
+                         location),)
+
+
 def instruction_accesses(instr: Instruction, location: SourceLocation | None = None,
                          types: Mapping[str, str] | None = None) -> tuple[MemoryAccess, ...]:
     """Every memory access ``instr`` makes, in operand order: one for a load,
-    store or atomic, the destination write then the source read for a copy
-    (``cp.async``, ``cp.async.bulk``), none for an instruction that reaches no
-    memory or only hints at it (``prefetch``, ``prefetchu``, the L2 prefetch of
-    ``cp.async.bulk``, group and mbarrier bookkeeping).
+    store or atomic (of a surface too: space ``surface``), the destination
+    write then the source read for a copy (``cp.async``, ``cp.async.bulk``),
+    none for an instruction that reaches no memory or only hints at it
+    (``prefetch``, ``prefetchu``, the L2 prefetch of ``cp.async.bulk``, group
+    and mbarrier bookkeeping) or that goes through the texture unit (``tex``,
+    ``tld4``, ``txq``, ``suq``).
 
     ``types``: the function's register types (:func:`register_types`); they
     tell cp.async's ignore-src predicate from its src-size register.
@@ -340,8 +366,10 @@ def instruction_accesses(instr: Instruction, location: SourceLocation | None = N
     Raises :class:`Unsupported` for an instruction that reaches memory in a
     way this layer cannot describe (see :func:`unsupported`)."""
     op = instr.op
-    if op in _HINTS or op in _SYNC_OBJECTS:
+    if op in _HINTS or op in _SYNC_OBJECTS or op in _TEXTURE_UNIT:
         return ()
+    if op in _SURFACE:
+        return _surface_access(instr, location)
     if op == "cp":
         return _copy_accesses(instr, location, types)
     access = memory_access(instr, location)
@@ -392,12 +420,14 @@ each nested ``{ }`` block around it."""
 
 
 def located_instructions(
-    module: Module, fn: Function
+    module: Module, fn: Function, files: Mapping[int, str] | None = None
 ) -> Iterator[tuple[StatementPath, Instruction, SourceLocation | None]]:
     """Every instruction of ``fn`` in source order, nested blocks included,
     with its path and the ``.loc`` in effect there: the one place that tracks
-    ``.loc``."""
-    files = module.files
+    ``.loc``.  ``files``: ``module.files``, when the caller asks about many
+    functions of one module (it is read once, not once per function)."""
+    if files is None:
+        files = module.files
     loc: SourceLocation | None = None
 
     def visit(stmts: list[Statement], path: StatementPath):
@@ -414,11 +444,13 @@ def located_instructions(
     yield from visit(fn.body or [], ())
 
 
-def memory_accesses(module: Module, fn: Function) -> Iterator[MemoryAccess]:
+def memory_accesses(module: Module, fn: Function,
+                    files: Mapping[int, str] | None = None) -> Iterator[MemoryAccess]:
     """The memory accesses of ``fn`` with the ``.loc`` in effect at each
-    (instructions whose memory :func:`unsupported` cannot describe are left out)."""
+    (instructions whose memory :func:`unsupported` cannot describe are left
+    out); ``files`` as for :func:`located_instructions`."""
     types = register_types(fn)
-    for _, instr, loc in located_instructions(module, fn):
+    for _, instr, loc in located_instructions(module, fn, files):
         try:
             yield from instruction_accesses(instr, loc, types)
         except Unsupported:

@@ -79,8 +79,9 @@ static __device__ __forceinline__ gs_u32 gs_oob_kind(gs_u32 space)
 
 // Judge one access.  how: mode (bits 0..2), HOW_GENERIC (bit 3), space (bits
 // 4..7), root index (bits 8..).  Returns status 0 to perform the access, or the
-// violation kind recorded; low/high: the allocation window found by a lookup
-// (the caller's unknown-provenance cache), or the empty window.
+// violation kind recorded; low/high: the allocation (or, for a pointer
+// argument, the local variable) window found by a lookup (the caller's
+// unknown-provenance cache), or the empty window.
 extern "C" __device__ __noinline__ gpusafe_check_result __gpusafe_check(
     gs_u64 ctx_addr, gs_u64 addr, gs_u64 lo, gs_u64 hi, gs_u32 width, gs_u32 align,
     gs_u32 site, gs_u32 how)
@@ -116,6 +117,29 @@ extern "C" __device__ __noinline__ gpusafe_check_result __gpusafe_check(
         }
         mode = GPUSAFE_MODE_UNKNOWN;  // the host found no allocation: look it up
         space = generic ? GPUSAFE_SPACE_GENERIC : GPUSAFE_SPACE_GLOBAL;
+    }
+
+    if (mode == GPUSAFE_MODE_ARGUMENT) {
+        // A pointer argument of a device function; lo/hi: the generic window
+        // of the caller's local variable it points into (0, 0: not known).
+        // A local address is judged against it; any other as of unknown
+        // provenance.
+        const void* p = (const void*)addr;
+        bool local = generic ? __isLocal(p) : space == GPUSAFE_SPACE_LOCAL;
+        if (local && hi > lo) {
+            gs_u64 low = generic ? lo : (gs_u64)__cvta_generic_to_local((const void*)lo);
+            gs_u64 high = low + (hi - lo);
+            if (!gs_inside(addr, width, low, high))
+                res.status = __gpusafe_record(ctx, GPUSAFE_LOCAL_OUT_OF_BOUNDS, site, addr, width, 0);
+            else if (misaligned)
+                res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width, 0);
+            else if (generic) {
+                res.low = lo;  // the lookup cache of the caller's generic accesses
+                res.high = hi;
+            }
+            return res;
+        }
+        mode = GPUSAFE_MODE_UNKNOWN;
     }
 
     if (mode == GPUSAFE_MODE_WINDOW) {

@@ -80,3 +80,45 @@ def test_missing_file_is_a_clean_error(tmp_path: Path) -> None:
     result = run_gpusafe("inspect", str(tmp_path / "nope.ptx"))
     assert result.returncode == 2 and "cannot read" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "instrument"])
+def test_an_empty_file_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
+    empty = tmp_path / "empty.ptx"
+    empty.write_text("")
+    args = [command, str(empty)] + (["-o", str(tmp_path / "out.ptx")]
+                                    if command == "instrument" else [])
+    result = run_gpusafe(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"gpusafe {command}: {empty}:1: no PTX here: a module starts with .version"]
+    assert result.stdout == ""
+
+
+def test_a_version_too_new_names_its_line(tmp_path: Path, ptx_file: Path) -> None:
+    text = ptx_file.read_text()
+    lines = text.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(".version"))
+    lines[at] = ".version 99.0"
+    newer = tmp_path / "newer.ptx"
+    newer.write_text("\n".join(lines))
+    result = run_gpusafe("inspect", str(newer))
+    assert result.returncode == 2
+    first = result.stderr.splitlines()[0]
+    assert first == (f"gpusafe inspect: {newer}:{at + 1}:10: PTX ISA 99.0 is newer than 9.0, "
+                     f"the newest gpusafe reads")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_made_up_opcode_names_its_line_and_column(tmp_path: Path, ptx_file: Path) -> None:
+    lines = ptx_file.read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ld.global"))
+    lines[at] = lines[at].replace("ld.global", "ldx.global", 1)
+    bad = tmp_path / "made_up.ptx"
+    bad.write_text("\n".join(lines))
+    result = run_gpusafe("inspect", str(bad))
+    assert result.returncode == 2
+    column = lines[at].index("ldx") + 1
+    assert result.stderr.splitlines()[0] == (
+        f"gpusafe inspect: {bad}:{at + 1}:{column}: unknown instruction "
+        f"'{lines[at].split()[0]}'")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 from corpus import nvrtc_compile
 
 from gpusafe.cpu.memory import DeviceMemory
@@ -281,6 +282,122 @@ def test_local_out_of_bounds_is_reported():
                  [Buf(np.zeros(8, np.int32)), Buf(idx), np.int32(8)])
     assert kinds(o) == {"local-out-of-bounds"}
     assert len(o.device) == 2
+    assert_same(o)
+
+
+# A per-thread array overrun through a pointer inside a device function: the
+# kernel passes its array's window with the pointer (instrument/checks/
+# arguments.py).  At -G the callee writes through the generic pointer; at -O3
+# NVRTC sees every caller pass a local address and writes with st.local.
+LOCAL_THROUGH_POINTER = r"""
+__device__ __noinline__ void fill(int* p, int n)
+{
+    for (int k = 0; k < n; ++k) p[k] = k * 3 + 1;
+}
+
+__device__ __noinline__ int sum(const int* p, int n)
+{
+    int s = 0;
+    for (int k = 0; k < n; ++k) s += p[k];
+    return s;
+}
+
+__device__ __noinline__ void fill_twice(int* p, int n)
+{
+    fill(p, n);
+    fill(p, n);
+}
+
+extern "C" __global__ void local_fill(int* out, int n)
+{
+    int a[8];
+    fill(a, n);
+    int s = 0;
+    for (int k = 0; k < 8; ++k) s += a[k];
+    out[threadIdx.x] = s;
+}
+
+extern "C" __global__ void local_sum(int* out, int n)
+{
+    int a[8];
+    for (int k = 0; k < 8; ++k) a[k] = k + threadIdx.x;
+    out[threadIdx.x] = sum(a, n);
+}
+
+extern "C" __global__ void forwarded(int* out, int n)
+{
+    int a[8];
+    fill_twice(a, n);
+    out[threadIdx.x] = a[threadIdx.x % 8];
+}
+
+extern "C" __global__ void global_fill(int* out, int n)
+{
+    fill(out + 8 * threadIdx.x, n);
+}
+"""
+
+OPTIONS = [("-G",), ()]  # NVRTC optimises at -O3 by default
+
+
+def _lines_in(ptx_text: str, function: str, opcodes: tuple[str, ...]) -> set[int]:
+    """PTX lines of ``opcodes`` inside ``function`` (the mangled name's body)."""
+    lines = ptx_text.split("\n")
+    start = next(i for i, line in enumerate(lines) if function in line and "(" in line)
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    return {i + 1 for i in range(start, end) if lines[i].split()[:1]
+            and lines[i].split()[0].startswith(opcodes)}
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["G", "O3"])
+def test_writing_a_local_array_through_a_pointer_in_bounds_is_quiet(options):
+    o = run_both(LOCAL_THROUGH_POINTER, "local_fill", (1, 1, 1), (4, 1, 1),
+                 [Buf(np.zeros(4, np.int32)), np.int32(8)], options=options)
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+    assert np.array_equal(np.frombuffer(o.checked_out[0], np.int32),
+                          np.full(4, sum(k * 3 + 1 for k in range(8))))
+    assert o.stats["_Z4fillPii"]["checks"]["argument"] >= 1
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["G", "O3"])
+def test_overrunning_a_local_array_through_a_pointer_is_reported(options):
+    text = nvrtc_compile(LOCAL_THROUGH_POINTER, "k.cu", "compute_75", options)
+    o = run_both(None, "local_fill", (1, 1, 1), (4, 1, 1),
+                 [Buf(np.zeros(4, np.int32)), np.int32(12)], ptx_text=text)
+    assert kinds(o) == {"local-out-of-bounds"}
+    assert len(o.device) == 4 * 4  # p[8] .. p[11] in each of 4 threads
+    stores = _lines_in(text, "_Z4fillPii", ("st.",))
+    assert {v[1] for v in o.device} <= stores
+    assert_same(o)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["G", "O3"])
+def test_reading_past_a_local_array_through_a_pointer_is_reported(options):
+    text = nvrtc_compile(LOCAL_THROUGH_POINTER, "k.cu", "compute_75", options)
+    o = run_both(None, "local_sum", (1, 1, 1), (2, 1, 1),
+                 [Buf(np.zeros(2, np.int32)), np.int32(10)], ptx_text=text)
+    assert kinds(o) == {"local-out-of-bounds"}
+    assert len(o.device) == 2 * 2
+    assert {v[1] for v in o.device} <= _lines_in(text, "_Z3sumPKii", ("ld.",))
+    assert_same(o)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["G", "O3"])
+def test_a_window_forwarded_through_a_device_function_is_checked(options):
+    o = run_both(LOCAL_THROUGH_POINTER, "forwarded", (1, 1, 1), (2, 1, 1),
+                 [Buf(np.zeros(2, np.int32)), np.int32(9)], options=options)
+    assert kinds(o) == {"local-out-of-bounds"}
+    assert len(o.device) == 2 * 2  # p[8], written twice, in each of 2 threads
+    assert_same(o)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["G", "O3"])
+def test_a_global_pointer_to_the_same_function_is_still_looked_up(options):
+    o = run_both(LOCAL_THROUGH_POINTER, "global_fill", (1, 1, 1), (2, 1, 1),
+                 [Buf(np.zeros(12, np.int32)), np.int32(8)], options=options)
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 4  # thread 1 writes out[8..15], out has 12
     assert_same(o)
 
 

@@ -421,3 +421,66 @@ def test_unsupported_module_directive_is_an_error() -> None:
 def test_unterminated_block_comment_is_an_error() -> None:
     with pytest.raises(ptx.ParseError, match="unterminated block comment"):
         ptx.parse(HEADER + "/* never closed\n")
+
+
+# -- what is not PTX, or not PTX the toolkit knows -------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "// just a comment\n", "/* nothing */  \n"],
+                         ids=["empty", "blank lines", "line comment", "block comment"])
+def test_a_module_without_anything_is_an_error(text: str) -> None:
+    with pytest.raises(ptx.ParseError, match="no PTX here: a module starts with .version"):
+        ptx.parse(text)
+
+
+def test_a_module_that_does_not_start_with_version_is_an_error() -> None:
+    text = "// header\n.target sm_75\n.address_size 64\n"
+    with pytest.raises(ptx.ParseError, match="a PTX module starts with .version") as exc:
+        ptx.parse(text)
+    assert (exc.value.line, exc.value.column) == (2, 1)
+
+
+@pytest.mark.parametrize("version", ["9.1", "10.0", "99.0"])
+def test_a_version_newer_than_the_toolkit_reads_is_an_error(version: str) -> None:
+    text = f"//\n.version {version}\n.target sm_75\n.address_size 64\n"
+    with pytest.raises(ptx.ParseError) as exc:
+        ptx.parse(text)
+    err = exc.value
+    assert err.message == f"PTX ISA {version} is newer than 9.0, the newest gpusafe reads"
+    assert (err.line, err.column, err.line_text) == (2, 10, f".version {version}")
+
+
+@pytest.mark.parametrize("version", ["9.0", "8.8", "7.0", "6.4"])
+def test_versions_up_to_the_newest_are_read(version: str) -> None:
+    assert ptx.parse(f".version {version}\n.target sm_75\n").version.text == version
+
+
+MADE_UP = [
+    # (body line, column of the opcode): the fast path, a guard, the slow path
+    ("\tfrobnicate.u32 \t%r1, %r2;", 2),
+    ("\t@%p1 frob.u32 \t%r1, %r2;", 7),
+    ("\tfrob.v2.u32 \t{%r1, %r2}, [%rd1];", 2),
+    ("\t@!%p1 ldx.global.u32 \t{%r1}, [%rd1];", 8),
+    ("\tld_global.u32 \t%r1, [%rd1];", 2),
+]
+
+
+@pytest.mark.parametrize("line,column", MADE_UP, ids=[m[0].split()[-3] for m in MADE_UP])
+def test_a_made_up_instruction_is_an_error_at_its_line_and_column(line: str,
+                                                                  column: int) -> None:
+    text = (HEADER + "\n.visible .entry k()\n{\n\t.reg .pred %p1;\n\t.reg .b32 %r<3>;\n"
+            "\t.reg .b64 %rd1;\n" + line + "\n\tret;\n}\n")
+    with pytest.raises(ptx.ParseError, match="unknown instruction") as exc:
+        ptx.parse(text)
+    err = exc.value
+    assert err.line == text.split("\n").index(line) + 1
+    assert err.column == column
+    assert err.line_text == line
+
+
+def test_every_isa_instruction_name_parses() -> None:
+    from instrument.isa import INSTRUCTIONS
+
+    body = "".join(f"\t{name}.b32 \t%r1, %r2;\n" for name in sorted(INSTRUCTIONS))
+    module = ptx.parse(HEADER + "\n.visible .entry k()\n{\n" + body + "}\n")
+    assert sorted({i.op for i in module.function("k").body}) == sorted(INSTRUCTIONS)

@@ -45,7 +45,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         module = ptx.parse(text)
     except ptx.ParseError as e:
-        print(parse_error(PROG, args.file, e), file=sys.stderr)
+        print(ptx_parse_failure(PROG, args.file, e), file=sys.stderr)
         return EXIT_TOOL_ERROR
     summary = module_summary(module, args.file)
     if args.json:
@@ -55,15 +55,25 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def ptx_parse_failure(prog: str, path: str, e: ptx.ParseError) -> str:
+    """What ``gpusafe inspect`` and ``gpusafe instrument`` say of PTX they
+    cannot parse: the line with a caret under the place, or one line when
+    there is no line to show (an empty file)."""
+    if not e.line_text.strip():
+        return f"{prog}: {path}:{e.line}: {e.message}"
+    return parse_error(prog, path, e)
+
+
 def module_summary(module: ptx.Module, source: str) -> dict[str, Any]:
     from instrument import query  # with the PTX front end, as above
 
     functions = []
+    files = module.files
     for fn in module.functions:
         if fn.body is None:
             continue
         counts = Counter(
-            (a.space, a.kind.value, a.width) for a in query.memory_accesses(module, fn)
+            (a.space, a.kind.value, a.width) for a in query.memory_accesses(module, fn, files)
         )
         functions.append({
             "name": fn.name,

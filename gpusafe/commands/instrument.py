@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..exitcodes import EXIT_TOOL_ERROR
-from . import parse_error, read_input, tool_error, write_output
+from . import read_input, tool_error, write_output
+from .inspect import ptx_parse_failure
 
 if TYPE_CHECKING:
     from instrument.checks import FunctionStats
@@ -51,7 +52,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
     try:
         module = ptx.parse(text)
     except ptx.ParseError as e:
-        print(parse_error(PROG, args.file, e), file=sys.stderr)
+        print(ptx_parse_failure(PROG, args.file, e), file=sys.stderr)
         return EXIT_TOOL_ERROR
     try:
         result = instrument(module)
@@ -88,3 +89,7 @@ def render_stats(stats: Mapping[str, FunctionStats], console: Console) -> None:
     console.print("ld.param and ld.const are never checked: kernel parameters and "
                   "constant memory cannot be written out of bounds by the kernel.",
                   highlight=False)
+    if any(s.unchecked.get("surface") for s in stats.values()):
+        console.print("Surface accesses (suld, sust, sured) are not checked: the hardware "
+                      "keeps them inside the surface's array (their .trap, .clamp or .zero "
+                      "mode), which gpusafe does not track.", highlight=False)

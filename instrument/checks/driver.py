@@ -33,13 +33,15 @@ from ..nodes import (
     Instruction,
     Module,
     Param,
+    RegisterDecl,
     Statement,
     Symbol,
     Variable,
 )
 from ..runtime import CONTEXT_PARAM, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
-from .emission import CONTEXT_REGISTER, I
+from .arguments import CallSite, WindowSource, plan_windows
+from .emission import CONTEXT_REGISTER, I, window_params
 from .outcome import CannotCheck, FunctionStats, InstrumentError, InstrumentResult
 from .planning import FunctionPlan
 from .rewrite import rewrite_function
@@ -102,6 +104,8 @@ class _Attempt:
     targets: set[str] | None = None
     display: dict[str, str] = field(default_factory=dict)
     kernels: set[str] = field(default_factory=set)
+    call_sites: dict[str, list[CallSite]] = field(default_factory=dict)
+    """Calls passing pointer arguments that carry windows, by caller (``arguments``)."""
 
     def plan(self) -> dict[str, str]:
         """Plan every function to check; the functions newly found uncheckable
@@ -119,16 +123,20 @@ class _Attempt:
             if root is not None:
                 module_vars[v.name] = root
         problems: dict[str, str] = {}
-        for fn in module.functions:
-            if fn.body is None or self._original(fn.name) in self.skip \
-                    or (self.targets is not None and fn.name not in self.targets):
-                continue
-            fp = FunctionPlan(module, fn, module_vars, self.sites,
-                              display=self.display.get(fn.name, fn.name))
+        files = module.files
+        candidates = [
+            FunctionPlan(module, fn, module_vars, self.sites,
+                         display=self.display.get(fn.name, fn.name), files=files)
+            for fn in module.functions
+            if fn.body is not None and self._original(fn.name) not in self.skip
+            and (self.targets is None or fn.name in self.targets)
+        ]
+        self.call_sites = plan_windows(candidates)
+        for fp in candidates:
             try:
                 fp.plan()
             except CannotCheck as e:
-                problems[fn.name] = e.reason
+                problems[fp.fn.name] = e.reason
                 continue
             self.plans.append(fp)
         self.needy = _needing_context(self.plans)
@@ -145,11 +153,17 @@ class _Attempt:
     def finish(self, unchecked: dict[str, str]) -> InstrumentResult:
         module, needy = self.module, self.needy
         stats: dict[str, FunctionStats] = {}
+        # the windows each needy function takes (a function that checks
+        # nothing through its pointers takes none)
+        windows = {fp.fn.name: sorted(fp.windows) for fp in self.plans
+                   if fp.windows and fp.fn.name in needy}
         for fp in self.plans:
             if fp.fn.name in needy:
                 fp.needs_ctx = True
             rewrite_function(fp)
-            _pass_context(fp.fn, needy)
+            calls = {id(c.instr): c for c in self.call_sites.get(fp.fn.name, ())}
+            _pass_context(fp.fn, _Arguments(needy, windows, calls,
+                                            set(windows.get(fp.fn.name, ()))))
             fp.stats.slots = len(fp.slots)
             stats[fp.display] = fp.stats
             if fp.kernel:
@@ -157,6 +171,8 @@ class _Attempt:
         for fn in module.functions:
             if not fn.is_kernel and fn.name in needy:
                 fn.params.append(Param(CONTEXT_PARAM, ".b64"))
+                for k in windows.get(fn.name, ()):
+                    fn.params.extend(Param(name, ".b64") for name in window_params(k))
         if self.targets is not None:
             # copies no checked kernel reaches through a checked call path are dead
             drop_unused_copies(module, set(self.display))
@@ -240,51 +256,113 @@ def _param_offsets(params: list[Param]) -> list[int]:
 # call sites
 
 
-def _pass_context(fn: Function, needy: set[str]) -> None:
-    """Every direct call of ``fn`` to a function needing the context passes it."""
-    if not needy:
+@dataclass
+class _Arguments:
+    """What the calls of one function pass in hidden arguments: the launch
+    context to every function in ``needy``, and to a function of
+    ``windows`` the window of each pointer argument that carries one (from
+    ``calls``, the call's window sources; ``own``: the windows the caller
+    itself receives, which it forwards)."""
+
+    needy: set[str]
+    windows: dict[str, list[int]]
+    calls: dict[int, CallSite]
+    own: set[int]
+
+    def wanted(self, s: Statement) -> bool:
+        return type(s) is Instruction and s.op == "call" and query.call_target(s) in self.needy
+
+
+def _pass_context(fn: Function, args: _Arguments) -> None:
+    """Every direct call of ``fn`` to a function needing the context passes it
+    (and the windows the callee takes)."""
+    if not args.needy:
         return
     body = fn.body
     assert body is not None
     for i, s in enumerate(body):
         if type(s) is Block:
-            _pass_context_in_block(s, needy)
-        elif type(s) is Instruction and s.op == "call" and query.call_target(s) in needy:
-            body[i] = Block(_ctx_argument(s))
+            _pass_context_in_block(s, args)
+        elif args.wanted(s):
+            assert type(s) is Instruction
+            body[i] = Block(_hidden_arguments(s, args))
 
 
-def _pass_context_in_block(blk: Block, needy: set[str]) -> None:
+def _pass_context_in_block(blk: Block, args: _Arguments) -> None:
     out: list[Statement] = []
-    declared = False  # the block's scope holds one argument variable
+    declared = False  # the block's scope holds one set of argument variables
     for s in blk.statements:
-        if type(s) is Instruction and s.op == "call" and query.call_target(s) in needy:
+        if args.wanted(s):
+            assert type(s) is Instruction
             if declared:
-                out.append(Block(_ctx_argument(s)))
+                out.append(Block(_hidden_arguments(s, args)))
             else:
-                out.extend(_ctx_argument(s))
+                out.extend(_hidden_arguments(s, args))
                 declared = True
             continue
         if type(s) is Block:
-            _pass_context_in_block(s, needy)
+            _pass_context_in_block(s, args)
         out.append(s)
     blk.statements[:] = out
 
 
-def _ctx_argument(call: Instruction) -> list[Statement]:
-    """The statements replacing ``call``: the context argument declared and
-    stored, and the call with it appended to its argument list."""
-    name = "__gs_ctxarg"
+_CTX_ARGUMENT = "__gs_ctxarg"
+_WINDOW_REGISTER = "%__gs_warg"
+
+
+def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
+    """The statements replacing ``call``: the hidden arguments declared and
+    stored, and the call with them appended to its argument list."""
+    callee = query.call_target(call)
+    assert callee is not None
+    names = [_CTX_ARGUMENT]
+    out: list[Statement] = [
+        Variable(".param", ".b64", _CTX_ARGUMENT),
+        I("ld.param.u64", CONTEXT_REGISTER, Address(Symbol(CONTEXT_PARAM))),
+        I("st.param.b64", Address(Symbol(_CTX_ARGUMENT)), CONTEXT_REGISTER),
+    ]
+    taken = args.windows.get(callee, ())
+    if taken:
+        site = args.calls.get(id(call))
+        out.append(RegisterDecl(".b64", ((_WINDOW_REGISTER, None),)))
+        for k in taken:
+            source = site.sources[k] if site is not None and k < len(site.sources) else None
+            lo, hi = (f"__gs_w{k}lo", f"__gs_w{k}hi")
+            names += [lo, hi]
+            out += [Variable(".param", ".b64", lo), Variable(".param", ".b64", hi)]
+            out += _window_values(source, lo, hi, args.own)
     ops = list(call.operands)
     idx = next(i for i, o in enumerate(ops) if isinstance(o, Symbol))
-    args = ops[idx + 1] if idx + 1 < len(ops) else None
-    if isinstance(args, ArgumentList):
-        ops[idx + 1] = ArgumentList(args.items + (Symbol(name),))
+    extra = tuple(Symbol(n) for n in names)
+    rest = ops[idx + 1] if idx + 1 < len(ops) else None
+    if isinstance(rest, ArgumentList):
+        ops[idx + 1] = ArgumentList(rest.items + extra)
     else:
-        ops.insert(idx + 1, ArgumentList((Symbol(name),)))
-    new_call = Instruction(call.opcode, tuple(ops), call.guard, line=call.line)
-    return [
-        Variable(".param", ".b64", name),
-        I("ld.param.u64", CONTEXT_REGISTER, Address(Symbol(CONTEXT_PARAM))),
-        I("st.param.b64", Address(Symbol(name)), CONTEXT_REGISTER),
-        new_call,
-    ]
+        ops.insert(idx + 1, ArgumentList(extra))
+    out.append(Instruction(call.opcode, tuple(ops), call.guard, line=call.line))
+    return out
+
+
+def _window_values(source: WindowSource | None, lo: str, hi: str,
+                   own: set[int]) -> list[Statement]:
+    """Store the window ``source`` into the argument variables ``lo`` and
+    ``hi``: a local variable's generic extent, the caller's own window
+    forwarded, or 0, 0 (not known)."""
+    reg = _WINDOW_REGISTER
+    if isinstance(source, prov.VarRoot):
+        assert source.size is not None
+        return [
+            I("mov.u64", reg, source.name),
+            I("cvta.local.u64", reg, reg),
+            I("st.param.b64", Address(Symbol(lo)), reg),
+            I("add.u64", reg, reg, source.size),
+            I("st.param.b64", Address(Symbol(hi)), reg),
+        ]
+    if isinstance(source, int) and source in own:
+        out: list[Statement] = []
+        for param, arg in zip(window_params(source), (lo, hi), strict=True):
+            out.append(I("ld.param.u64", reg, Address(Symbol(param))))
+            out.append(I("st.param.b64", Address(Symbol(arg)), reg))
+        return out
+    return [I("st.param.b64", Address(Symbol(lo)), 0),
+            I("st.param.b64", Address(Symbol(hi)), 0)]

@@ -37,23 +37,46 @@ from .planning import Access, FunctionPlan
 CONTEXT_REGISTER = "%__gs_ctx"
 """The register a function holding the launch context keeps it in."""
 
+WINDOW_PARAMS = ("__gpusafe_wlo", "__gpusafe_whi")
+"""Names (before the parameter index) of the hidden parameters holding the
+window a pointer argument carries (``arguments``)."""
+
+
+def window_params(k: int) -> tuple[str, str]:
+    """The hidden parameters holding the window of pointer parameter ``k``."""
+    return WINDOW_PARAMS[0] + str(k), WINDOW_PARAMS[1] + str(k)
+
+
+_SPELLED: dict[object, object] = {}
+"""Operands by short spelling: operands are immutable, and the check code
+spells the same registers and numbers over and over."""
+_SPELLED_LIMIT = 1 << 16
+
 
 def _op(x) -> object:
+    t = type(x)
+    if t is str or t is int:
+        op = _SPELLED.get(x)
+        if op is None:
+            if len(_SPELLED) > _SPELLED_LIMIT:
+                _SPELLED.clear()
+            if t is int:
+                op = Immediate.integer(x)
+            elif x.startswith("%"):
+                op = Register(x)
+            else:
+                op = Symbol(x)
+            _SPELLED[x] = op
+        return op
     if isinstance(x, (Register, Symbol, Immediate, Address, Vector, ArgumentList)):
         return x
-    if isinstance(x, int):
-        return Immediate.integer(x)
-    if isinstance(x, str) and x.startswith("%"):
-        return Register(x)
-    if isinstance(x, str):
-        return Symbol(x)
     raise TypeError(x)
 
 
 def I(opcode: str, *operands, guard: ptx.Guard | None = None) -> Instruction:  # noqa: E743
     """An instruction from short operand forms: ``"%r"`` a register, another
     string a symbol, an int an immediate."""
-    return Instruction(opcode, tuple(_op(o) for o in operands), guard)
+    return Instruction(opcode, tuple([_op(o) for o in operands]), guard)
 
 
 class Emitter:
@@ -258,6 +281,40 @@ class Emitter:
         out.append(I("bra", slow, guard=ptx.Guard(p)))
         return out
 
+    def argument_window(self, k: int) -> tuple[str, str]:
+        """Registers holding the window of pointer parameter ``k`` as local
+        addresses: its low end and its size (the prologue loads them)."""
+        return self.reg(f"wl{k}", ".b64"), self.reg(f"wn{k}", ".b64")
+
+    def argument_filter(self, acc: Access, slow: str) -> list[Statement]:
+        """An access through a pointer parameter whose callers pass the
+        window of the local variable it points into: a generic address is a
+        lookup (the slow path knows the window); a local one is checked
+        against the window here (an unknown window, ``[0, 0)``, always goes
+        to the runtime, which then checks its alignment only)."""
+        a = acc.access
+        if a.space != "local":
+            return self.lookup_filter(acc, slow)
+        v = acc.value
+        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+        out: list[Statement] = []
+        addr, bits = self.address_reg(acc, out)
+        if bits != 64:
+            return [I("bra.uni", slow)]
+        p = self.reg("p", ".pred")
+        t64 = self.reg("t", ".b64")
+        low, size = self.argument_window(v.root.index)
+        w = a.width
+        out.append(I("sub.u64", t64, addr, low))
+        out.append(I("add.u64", t64, t64, w))
+        out.append(I("setp.gt.u64", p, t64, size))
+        out.append(I("setp.lt.or.u64", p, t64, w, p))
+        if a.alignment > 1:
+            out.append(I("and.b64", t64, addr, a.alignment - 1))
+            out.append(I("setp.ne.or.b64", p, t64, 0, p))
+        out.append(I("bra", slow, guard=ptx.Guard(p)))
+        return out
+
     def alignment_filter(self, acc: Access, slow: str) -> list[Statement]:
         """A local access through an unknown pointer: its alignment only."""
         p = self.reg("p", ".pred")
@@ -304,4 +361,11 @@ class Emitter:
         if plan.uses_cache:
             out.append(I("mov.u64", self.reg("uclo", ".b64"), layout.EMPTY_WINDOW[0]))
             out.append(I("mov.u64", self.reg("uchi", ".b64"), layout.EMPTY_WINDOW[1]))
+        for k in sorted(plan.argument_windows):
+            low, size = self.argument_window(k)
+            lo_param, hi_param = window_params(k)
+            out.append(I("ld.param.u64", low, Address(Symbol(lo_param))))
+            out.append(I("ld.param.u64", size, Address(Symbol(hi_param))))
+            out.append(I("sub.u64", size, size, low))
+            out.append(I("cvta.to.local.u64", low, low))
         return out

@@ -157,13 +157,7 @@ def mark_dominated(plan: FunctionPlan, units: list[Unit]) -> None:
     graph = plan.graph
     body = plan.fn.body
     assert body is not None
-    idom = graph.dominators()
-    depth: dict[int, int] = {}
-    for b in range(len(graph.blocks)):
-        d, x = 0, idom[b]
-        while x is not None:
-            d, x = d + 1, idom[x]
-        depth[b] = d
+    tree = plan.domtree
     sites: dict[str, list[int]] = {}
     for i, st in enumerate(body):
         for r in writes(st):
@@ -173,7 +167,7 @@ def mark_dominated(plan: FunctionPlan, units: list[Unit]) -> None:
         bi, bj = graph.block_of[i], graph.block_of[j]
         if bi == bj:
             return i < j
-        return graph.dominates(idom, bi, bj)
+        return tree.dominates(bi, bj)
 
     def stable(reg: str | None, at: int) -> bool:
         if reg is None:
@@ -182,7 +176,7 @@ def mark_dominated(plan: FunctionPlan, units: list[Unit]) -> None:
         return not where or (len(where) == 1 and dom_pos(where[0], at))
 
     candidates: dict[tuple, list[Unit]] = {}
-    for u in sorted(units, key=lambda u: (depth[graph.block_of[u.index]], u.index)):
+    for u in sorted(units, key=lambda u: (tree.depth[graph.block_of[u.index]], u.index)):
         if not u.conds:
             continue
         k = cond.key(plan, u.conds[0])
@@ -240,16 +234,19 @@ class LoopHoister:
         self.emitter = emitter
         self._defs_cache: dict[int, set[str]] = {}
         self._invariant: dict[int, tuple[int, str, list[Cond]]] = {}
+        self._innermost: dict[int, int] | None = None  # block -> its innermost loop's header
 
     def _loop_of(self, index: int) -> int | None:
         """The innermost loop (its header block) holding top-level statement ``index``."""
-        loops = self.plan.loops
-        b = self.plan.graph.block_of[index]
-        best = None
-        for h, body in loops.items():
-            if b in body and (best is None or len(body) < len(loops[best])):
-                best = h
-        return best
+        if self._innermost is None:
+            # each block's smallest loop: loops by size, largest first, the
+            # smaller ones overwriting (natural loops nest or are disjoint)
+            loops = self.plan.loops
+            self._innermost = {}
+            for h in sorted(loops, key=lambda h: (-len(loops[h]), h)):
+                for b in loops[h]:
+                    self._innermost[b] = h
+        return self._innermost.get(self.plan.graph.block_of[index])
 
     def _loop_defs(self, header: int) -> set[str]:
         if header not in self._defs_cache:

@@ -10,6 +10,10 @@ kind, width, address) and the provenance of the address
 * **window**: derived from a ``.shared``/``.local``/``.global`` variable,
   checked against the variable's extent; **static** when a constant offset is
   in bounds (no check);
+* **argument**: derived from a device function's pointer parameter whose
+  callers pass the window of the local variable it points into
+  (``arguments``): a local access is checked against that window, a generic
+  one as a lookup whose slow path knows the window;
 * **lookup**: unknown provenance in global or generic memory (the runtime
   searches the allocation table); **alignment**: unknown provenance in local
   memory (only alignment can be checked); **none**: a byte access there.
@@ -44,6 +48,7 @@ class Mode(enum.Enum):
 
     ROOT = "root"
     WINDOW = "window"
+    ARGUMENT = "argument"
     LOOKUP = "lookup"
     ALIGNMENT = "alignment"
     STATIC = "static"  # a constant offset inside a variable: no check
@@ -88,8 +93,10 @@ class FunctionPlan:
     """The checks of one function: its accesses, pointer roots and check slots."""
 
     def __init__(self, module: Module, fn: Function, module_vars: dict[str, prov.VarRoot],
-                 sites: SiteTable, display: str | None = None) -> None:
+                 sites: SiteTable, display: str | None = None,
+                 files: dict[int, str] | None = None) -> None:
         self.module = module
+        self.files = module.files if files is None else files
         self.fn = fn
         self.display = display or fn.name  # the name reports use (a copy's original)
         self.sites = sites
@@ -103,15 +110,24 @@ class FunctionPlan:
                 if root is not None:
                     self.vars[s.name] = root
         self.kernel_params: dict[str, tuple[int, int]] = {}
+        self.function_params: dict[str, int] = {}
         if self.kernel:
             self.kernel_params = {p.name: (i, p.size) for i, p in enumerate(fn.params)}
+        else:
+            self.function_params = {p.name: i for i, p in enumerate(fn.params)
+                                    if p.space == ".param" and p.size == 8 and not p.dims}
+        self.windows: set[int] = set()
+        """Parameters whose callers pass the window of a local variable (``arguments``)."""
+        self.argument_windows: set[int] = set()  # those a local access is checked against
+        self.analysis: prov.Provenance | None = None
         self.accesses: list[Access] = []
         self.roots: list[prov.ParamRoot] = []
         self.root_index: dict[prov.ParamRoot, int] = {}
         self.slots: list[Slot] = []
         self.union: list[int] = []  # union-find over roots sharing an offset register
         self.graph = cfg_mod.build(fn)
-        self.loops = self.graph.loops()  # header block -> body blocks
+        self.domtree = self.graph.dominator_tree()
+        self.loops = self.graph.loops(self.domtree)  # header block -> body blocks
         self.needs_ctx = False
         self.calls = Calls()
         self.fallback_roots: set[int] = set()
@@ -120,10 +136,20 @@ class FunctionPlan:
 
     # -- the plan -----------------------------------------------------------
 
+    def analyze(self) -> prov.Provenance:
+        """The provenance of every register (computed once: the argument
+        windows ask for it before :meth:`plan`)."""
+        if self.analysis is None:
+            ctx = prov.AnalysisContext(self.kernel_params, self.vars, self.types,
+                                       self.function_params)
+            self.analysis = prov.analyze(self.fn, ctx, self.graph)
+        return self.analysis
+
     def plan(self) -> None:
-        ctx = prov.AnalysisContext(self.kernel_params, self.vars, self.types)
-        analysis = prov.analyze(self.fn, ctx, self.graph)
-        locs = {path: loc for path, _, loc in query.located_instructions(self.module, self.fn)}
+        analysis = self.analyze()
+        self.analysis = None  # planned once: its memory goes
+        locs = {path: loc for path, _, loc in
+                query.located_instructions(self.module, self.fn, self.files)}
         for path, instr, state in analysis.states():
             self._note_calls(instr)
             try:
@@ -206,6 +232,16 @@ class FunctionPlan:
                 acc.fallback_root = ridx
                 self.fallback_roots.add(ridx)
             self._new_site(acc, str(v.root))
+            return
+        if isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot) \
+                and v.root.index in self.windows and v.space == space \
+                and space in ("local", "generic"):
+            acc.mode = Mode.ARGUMENT
+            if space == "local":
+                self.argument_windows.add(v.root.index)
+            else:
+                self.uses_cache = True
+            self._new_site(acc, v.root.param)
             return
         if isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot) and (
                 v.space == space or (space == "generic" and v.space == "generic")):

@@ -34,6 +34,7 @@ class FunctionRewriter:
         self._before: dict[tuple[int, ...], Code] = {}
         self._after: dict[tuple[int, ...], Code] = {}
         self._slow_paths: Code = []
+        self._at: dict[int, list[Access]] | None = None
 
     # -- one access -------------------------------------------------------
 
@@ -53,6 +54,8 @@ class FunctionRewriter:
             return self._emit_unit(unit, conds, slow, seed)
         if acc.mode is Mode.LOOKUP:
             return self.em.lookup_filter(acc, slow)
+        if acc.mode is Mode.ARGUMENT:
+            return self.em.argument_filter(acc, slow)
         assert acc.mode is Mode.ALIGNMENT
         return self.em.alignment_filter(acc, slow)
 
@@ -132,10 +135,7 @@ class FunctionRewriter:
         # the slow copy: the same statements, every access checked on its own
         slow_paths = self._slow_paths
         slow_paths.append(ptx.Label(copy))
-        at: dict[int, list[Access]] = {}
-        for a in plan.accesses:
-            if len(a.path) == 1:
-                at.setdefault(a.path[0], []).append(a)
+        at = self._top_level_accesses()
         for i in range(start, end + 1):
             checks = [(self._order[id(a)], *self._checked(a)) for a in at.get(i, [])
                       if a.mode not in UNCHECKED_MODES]
@@ -147,6 +147,15 @@ class FunctionRewriter:
             for *_, slow in checks:
                 self._deferred.extend(slow)
         slow_paths.append(I("bra.uni", rejoin))
+
+    def _top_level_accesses(self) -> dict[int, list[Access]]:
+        """Top-level statement index -> the accesses it makes (built once)."""
+        if self._at is None:
+            self._at = {}
+            for a in self.plan.accesses:
+                if len(a.path) == 1:
+                    self._at.setdefault(a.path[0], []).append(a)
+        return self._at
 
     def _emit_access(self, acc: Access, unit: Unit | None) -> None:
         if unit is not None and unit.dom is not None:

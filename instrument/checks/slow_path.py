@@ -12,6 +12,8 @@ that the threads waiting on it do not hang.
 
 from __future__ import annotations
 
+import functools
+
 from .. import layout, ptx, query
 from .. import provenance as prov
 from ..kinds import AccessKind
@@ -27,15 +29,18 @@ from ..nodes import (
     Symbol,
     Variable,
     Vector,
+    Verbatim,
 )
+from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION
-from .emission import Emitter, I
+from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
 
 def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
     """The code at label ``slow``: back to ``do`` to perform the access, or on
-    to ``skip`` (after the instruction) without it."""
+    to ``skip`` (after the instruction) without it; printed at once (one
+    :class:`~instrument.nodes.Verbatim`: nothing later looks into it)."""
     a = acc.access
     instr = acc.instr
     plan = em.plan
@@ -68,6 +73,13 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
         else:
             out.append(I("add.u64", hi, lo, em.reg("dyn", ".b64")))
         how = layout.how(layout.MODE_WINDOW, root.space, v.space == "generic")
+    elif acc.mode is Mode.ARGUMENT:
+        # the window of the local variable the caller passed (0, 0: not known)
+        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+        lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+        for reg, param in zip((lo, hi), window_params(v.root.index), strict=True):
+            out.append(I("ld.param.u64", reg, Address(Symbol(param))))
+        how = layout.how(layout.MODE_ARGUMENT, a.space, a.space == "generic")
     else:
         how = layout.how(layout.MODE_UNKNOWN, a.space, a.space == "generic")
     ctx = em.ctx()
@@ -82,7 +94,7 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     out.append(I("bra", do, guard=ptx.Guard(q)))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
-    return out
+    return [Verbatim(statements_text(out))]
 
 
 def _not_made(em: Emitter, acc: Access, do: str) -> list[Statement]:
@@ -108,24 +120,53 @@ def _runtime_call(em: Emitter, acc: Access, args: list[tuple[str, object]],
     the allocation found, kept for the next lookup's filter)."""
     a = acc.access
     inner: list[Statement] = []
-    names = []
     for i, (t, val) in enumerate(args):
-        name = f"__gs_arg{i}"
-        names.append(Symbol(name))
-        inner.append(Variable(".param", t, name))
-        inner.append(I(f"st.param{t}", Address(Symbol(name)), val))
-    inner.append(Variable(".param", ".b8", "__gs_ret", align=8,
-                          dims=(layout.CHECK_RESULT.size,)))
-    inner.append(Instruction("call", (ArgumentList((Symbol("__gs_ret"),)),
-                                      Symbol(CHECK_FUNCTION), ArgumentList(tuple(names)))))
-    inner.append(I("ld.param.b32", status,
-                   Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("status"))))
-    if acc.mode is Mode.LOOKUP and a.space in ("global", "generic"):
-        inner.append(I("ld.param.b64", em.reg("uclo", ".b64"),
-                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("low"))))
-        inner.append(I("ld.param.b64", em.reg("uchi", ".b64"),
-                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset("high"))))
+        inner.append(_argument(i, t))
+        inner.append(_store_argument(i, t, val))
+    inner.append(_RESULT)
+    inner.append(_call(len(args)))
+    inner.append(_read_result(status, "status"))
+    if acc.mode in (Mode.LOOKUP, Mode.ARGUMENT) and a.space in ("global", "generic"):
+        inner.append(_read_result(em.reg("uclo", ".b64"), "low"))
+        inner.append(_read_result(em.reg("uchi", ".b64"), "high"))
     return Block(inner)
+
+
+# The statements every runtime call repeats are built once and shared (nodes
+# are immutable), their text rendered once: a module with a million checked
+# accesses holds each of them once, not a million times.
+
+def _rendered(node):  # type: ignore[no-untyped-def]
+    object.__setattr__(node, "raw", node.canonical())
+    return node
+
+
+_RESULT = _rendered(Variable(".param", ".b8", "__gs_ret", align=8,
+                             dims=(layout.CHECK_RESULT.size,)))
+
+
+@functools.cache
+def _argument(i: int, t: str) -> Variable:
+    return _rendered(Variable(".param", t, f"__gs_arg{i}"))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _store_argument(i: int, t: str, val: object) -> Instruction:
+    return _rendered(I(f"st.param{t}", Address(Symbol(f"__gs_arg{i}")), val))
+
+
+@functools.cache
+def _call(nargs: int) -> Instruction:
+    names = tuple(Symbol(f"__gs_arg{i}") for i in range(nargs))
+    return _rendered(Instruction("call", (ArgumentList((Symbol("__gs_ret"),)),
+                                          Symbol(CHECK_FUNCTION), ArgumentList(names))))
+
+
+@functools.cache
+def _read_result(reg: str, field: str) -> Instruction:
+    width = "b32" if field == "status" else "b64"
+    return _rendered(I(f"ld.param.{width}", reg,
+                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset(field))))
 
 
 def _not_performed(em: Emitter, acc: Access) -> list[Statement]:
