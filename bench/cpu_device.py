@@ -21,17 +21,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from corpus import nvrtc_compile  # noqa: E402
-
-from gpusafe.cpu import driver as cuda  # noqa: E402
+from gpusafe.cpu import driver as cuda
+from gpusafe_testkit.corpus import nvrtc_compile
 
 KERNELS = r"""
 extern "C" __global__ void vector_add(const float *a, const float *b, float *c, int n) {

@@ -18,19 +18,13 @@ import argparse
 import concurrent.futures
 import math
 import statistics
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from gpusafe.engine.launches import LaunchPipeline  # noqa: E402
-from instrument import host  # noqa: E402
-from instrument.checks import instrument  # noqa: E402
+from gpusafe.engine.launches import LaunchPipeline
+from instrument import host
+from instrument.checks import instrument
 
 TARGET = 1.15
 
@@ -170,10 +164,9 @@ def _pack(params, args, addrs) -> bytes:
 
 
 def run(bench: Bench) -> tuple[int, int, dict]:
-    from corpus import nvrtc_compile
-
     from gpusafe.cpu.memory import DeviceMemory
     from gpusafe.cpu.program import Program
+    from gpusafe_testkit.corpus import nvrtc_compile
 
     text = nvrtc_compile(bench.source, bench.kernel + ".cu")
     result = instrument(text)
@@ -238,7 +231,7 @@ def overhead() -> None:
 
 
 def registers() -> None:
-    from corpus import corpus_modules, ptxas
+    from gpusafe_testkit.corpus import corpus_modules, ptxas
 
     def job(m):
         plain = ptxas(m.ptx, m.arch, verbose=True).registers()

@@ -6,15 +6,10 @@ the time for the largest module.  Run: ``python bench/parse_speed.py``.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from corpus import corpus_modules  # noqa: E402
-
-from instrument import ptx  # noqa: E402
+from gpusafe_testkit.corpus import corpus_modules
+from instrument import ptx
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus import nvrtc_compile
+
+from gpusafe_testkit.corpus import nvrtc_compile
 
 ROOT = Path(__file__).resolve().parent.parent
 

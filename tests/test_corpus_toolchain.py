@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 import pytest
-from corpus import (
+
+from gpusafe_testkit.corpus import (
     NVRTC_ARCHES,
     NVRTC_VARIANTS,
     CompileError,

@@ -1849,7 +1849,7 @@ extern "C" __global__ void bmath(__nv_bfloat16* o, __nv_bfloat162* o2, const __n
 
 @pytest.mark.parametrize("arch", ["compute_75", "compute_80", "compute_90"])
 def test_nvrtc_alu_opcodes_are_supported(arch):
-    from corpus import nvrtc_compile
+    from gpusafe_testkit.corpus import nvrtc_compile
 
     seen: set = set()
     problems: list[str] = []
@@ -1869,7 +1869,7 @@ def test_nvrtc_alu_opcodes_are_supported(arch):
 
 def test_corpus_alu_opcodes_are_supported():
     """The project's whole PTX corpus (NVRTC, numba-cuda, LLVM), every variant."""
-    from corpus import corpus_modules
+    from gpusafe_testkit.corpus import corpus_modules
 
     seen: set = set()
     problems: list[str] = []

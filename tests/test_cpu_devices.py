@@ -50,7 +50,7 @@ def device_with_context(**kwargs) -> tuple[Driver, object]:
 
 @pytest.fixture(scope="module")
 def ptx() -> str:
-    from corpus import nvrtc_compile
+    from gpusafe_testkit.corpus import nvrtc_compile
 
     return nvrtc_compile(ADD_ONE, "add_one.cu")
 

@@ -93,7 +93,7 @@ extern "C" __global__ void static_shared(int *out) {
 
 @pytest.fixture(scope="module")
 def ptx() -> str:
-    from corpus import nvrtc_compile
+    from gpusafe_testkit.corpus import nvrtc_compile
 
     return nvrtc_compile(KERNELS, "driver_kernels.cu")
 

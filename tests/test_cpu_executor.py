@@ -8,7 +8,6 @@ import struct
 
 import numpy as np
 import pytest
-from corpus import nvrtc_compile
 
 from gpusafe.cpu.errors import (
     AssertError,
@@ -21,6 +20,7 @@ from gpusafe.cpu.errors import (
 from gpusafe.cpu.events import InstructionCounter
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
+from gpusafe_testkit.corpus import nvrtc_compile
 
 
 class DeviceArray:

@@ -10,12 +10,12 @@ import struct
 
 import numpy as np
 import pytest
-from corpus import compile_kernel_file, numba_modules
 from kernels.specs import ARCH_DEPENDENT, SPECS, Buffer, KernelSpec, Scalar
 
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
+from gpusafe_testkit.corpus import compile_kernel_file, numba_modules
 
 VARIANTS = {"O3": (), "G": ("-G",)}
 
@@ -222,7 +222,7 @@ def test_numba_kernel_calling_device_functions() -> None:
 def test_every_corpus_function_decodes() -> None:
     """No instruction of any corpus module (NVRTC for every arch and option set,
     numba, LLVM) is unsupported by the CPU device."""
-    from corpus import corpus_modules
+    from gpusafe_testkit.corpus import corpus_modules
 
     problems = []
     for module in corpus_modules():
@@ -235,7 +235,7 @@ def test_every_corpus_function_decodes() -> None:
 
 
 def _llvm(name: str) -> tuple[Program, DeviceMemory]:
-    from corpus import llvm_modules
+    from gpusafe_testkit.corpus import llvm_modules
 
     module = next(m for m in llvm_modules() if m.source == name)
     memory = DeviceMemory()

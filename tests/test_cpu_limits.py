@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-from corpus import nvrtc_compile
 from cuda.bindings.runtime import cudaError_t, cudaLimit
 
 from gpusafe.cpu.driver import CUlimit, CUresult, Driver
@@ -21,6 +20,7 @@ from gpusafe.cpu.frames import CALL_FRAME_BYTES
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe.cpu.runtime import Runtime
+from gpusafe_testkit.corpus import nvrtc_compile
 
 OK = CUresult.CUDA_SUCCESS
 

@@ -70,7 +70,7 @@ def check(result):
 
 
 def include_dirs() -> list[str]:
-    from corpus import cuda_include_dirs
+    from gpusafe_testkit.corpus import cuda_include_dirs
 
     return cuda_include_dirs()
 

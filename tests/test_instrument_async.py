@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from corpus import nvrtc_compile, ptxas
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
 
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 from instrument import ptx, query
 from instrument.checks import instrument
 from instrument.kinds import AccessKind

@@ -15,8 +15,8 @@ import concurrent.futures
 import os
 
 import pytest
-from corpus import CompileError, corpus_module_names, corpus_modules, ptxas
 
+from gpusafe_testkit.corpus import CompileError, corpus_module_names, corpus_modules, ptxas
 from instrument import ptx
 from instrument.checks import instrument
 from instrument.runtime import CONTEXT_PARAM

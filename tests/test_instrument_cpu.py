@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from corpus import nvrtc_compile
 
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_testkit.corpus import nvrtc_compile
 from instrument import host
 from instrument.checks import instrument
 

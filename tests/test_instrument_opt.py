@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from corpus import nvrtc_compile, ptxas
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
 
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 from instrument import host, ptx
 from instrument.checks import instrument
 from instrument.runtime import CONTEXT_PARAM

@@ -8,9 +8,9 @@ import argparse
 import json
 
 import pytest
-from corpus import nvrtc_compile, ptxas
 
 from gpusafe.commands.instrument import add_parser
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 from instrument import ptx
 from instrument.checks import InstrumentError, instrument
 from instrument.runtime import CHECK_FUNCTION, CONTEXT_PARAM

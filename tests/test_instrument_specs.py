@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from corpus import compile_kernel_file
 from kernels.specs import SPECS, Buffer, KernelSpec, Scalar, Struct
 
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_testkit.corpus import compile_kernel_file
 from instrument import host
 from instrument.checks import instrument
 

@@ -5,8 +5,8 @@ exactly, reparses to an equal tree, and ptxas accepts what the printer wrote."""
 from __future__ import annotations
 
 import pytest
-from corpus import corpus_modules, ptxas
 
+from gpusafe_testkit.corpus import corpus_modules, ptxas
 from instrument import ptx
 
 MODULES = corpus_modules()

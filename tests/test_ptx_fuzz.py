@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import functools
 
-from corpus import corpus_modules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpusafe_testkit.corpus import corpus_modules
 from instrument import ptx
 
 

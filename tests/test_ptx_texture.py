@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from corpus import nvrtc_compile, ptxas
 
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 from instrument import ptx, query
 from instrument.checks import instrument
 from instrument.nodes import (

@@ -197,7 +197,7 @@ def test_the_three_import_styles_are_all_used():
 @pytest.mark.parametrize("arch,sm", ARCHES, ids=[a for a, _ in ARCHES])
 @pytest.mark.parametrize("name", NAMES)
 def test_sample_source_compiles_and_ptxas_accepts_it(name, arch, sm):
-    from corpus import ptxas
+    from gpusafe_testkit.corpus import ptxas
 
     source, nvrtc_name = cuda_source(name)
     ptx = _nvrtc().compile_to_ptx(source, nvrtc_name, arch=arch)
