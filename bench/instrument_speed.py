@@ -7,8 +7,8 @@ generated PTX module of a given size.
 
 Shapes (each written the way NVRTC writes PTX):
 
-* ``kernels``: many small kernels (a guarded vector update each, about 1.2 KB);
-  50 MB is about 40,000 of them;
+* ``kernels``: many small kernels (a guarded vector add each, about 0.9 KB);
+  50 MB is about 55,000 of them;
 * ``kernel``: one very large kernel of straight-line code: loads and stores
   through eight pointer parameters with constant and register offsets, new
   registers all the way down, a guarded branch every few statements (so the
@@ -53,7 +53,7 @@ _SMALL = """
 {{
 	.reg .pred 	%p<2>;
 	.reg .b32 	%r<6>;
-	.reg .f32 	%f<5>;
+	.reg .f32 	%f<4>;
 	.reg .b64 	%rd<11>;
 
 
@@ -78,9 +78,7 @@ _SMALL = """
 	add.f32 	%f3, %f2, %f1;
 	cvta.to.global.u64 	%rd9, %rd1;
 	add.s64 	%rd10, %rd9, %rd5;
-	ld.global.f32 	%f4, [%rd10+{off}];
-	add.f32 	%f3, %f3, %f4;
-	st.global.f32 	[%rd10], %f3;
+	st.global.f32 	[%rd10+{off}], %f3;
 
 $L__BB{n}_2:
 	ret;

@@ -18,7 +18,7 @@ line, the column and the offending line's text.  Nothing is skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .isa import INSTRUCTIONS, NEWEST_PTX_ISA, newer_than_known
 from .nodes import (
@@ -185,6 +185,7 @@ class _Parser:
             _OPERANDS_CACHE.clear()
         self.operand_cache = _OPERAND_CACHE
         self.operands_cache = _OPERANDS_CACHE
+        self.trailing = ""  # the text after the last item, once they are all read
         self.opcodes: dict[str, str] = {}  # the opcodes seen, each checked once
         self.leads: dict[str, str] = {}
 
@@ -242,22 +243,26 @@ class _Parser:
 
     # -- module -------------------------------------------------------------
 
-    def parse_module(self) -> Module:
-        items: list[Item] = []
+    def items(self) -> Iterator[Item]:
+        """The module's items one by one (then ``trailing``: the text after
+        the last)."""
         text = self.text
         pos = 0
+        first = True
         while True:
             start = self.skip_trivia(pos)
             if start >= self.n:
-                if not items:
+                if first:
                     raise self.error("no PTX here: a module starts with .version", start)
-                return Module(items, text[pos:])
+                self.trailing = text[pos:]
+                return
             lead = text[pos:start]
             item, pos = self.parse_item(start)
-            if not items and type(item) is not Version:
+            if first and type(item) is not Version:
                 raise self.error("a PTX module starts with .version", start)
+            first = False
             object.__setattr__(item, "lead", lead)
-            items.append(item)
+            yield item
 
     def parse_item(self, start: int) -> tuple[Item, int]:
         text = self.text
@@ -1024,11 +1029,32 @@ class _Parser:
 
 def parse(text: str) -> Module:
     """Parse a whole PTX module.  Raises :class:`ParseError` on anything it cannot read."""
+    parser = _new_parser(text)
+    items = list(_errors_named(parser, parser.items()))
+    return Module(items, parser.trailing)
+
+
+def parse_items(text: str) -> Iterator[Item]:
+    """The items of a PTX module one at a time, each parsed in full before it
+    is yielded, the same as :func:`parse`'s (raises :class:`ParseError` at
+    the first thing it cannot read): a caller that looks at one function at a
+    time never holds the whole tree (``gpusafe inspect`` on a module of tens
+    of megabytes)."""
+    parser = _new_parser(text)
+    return _errors_named(parser, parser.items())
+
+
+def _new_parser(text: str) -> _Parser:
     if not isinstance(text, str):
         raise TypeError("ptx.parse takes the module text as str")
-    parser = _Parser(text)
+    return _Parser(text)
+
+
+def _errors_named(parser: _Parser, items: Iterator[Item]) -> Iterator[Item]:
+    """``items``, with what went wrong inside the parser said as a ParseError."""
+    text = parser.text
     try:
-        return parser.parse_module()
+        yield from items
     except ParseError:
         raise
     except _NotAnInteger as e:

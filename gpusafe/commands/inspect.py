@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -43,11 +44,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as e:
         return tool_error(PROG, f"cannot read {args.file}: {e}")
     try:
-        module = ptx.parse(text)
+        # one function at a time: the summary never holds the module's tree
+        summary = summarize(ptx.parse_items(text), args.file)
     except ptx.ParseError as e:
         print(ptx_parse_failure(PROG, args.file, e), file=sys.stderr)
         return EXIT_TOOL_ERROR
-    summary = module_summary(module, args.file)
+    del text
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -65,41 +67,69 @@ def ptx_parse_failure(prog: str, path: str, e: ptx.ParseError) -> str:
 
 
 def module_summary(module: ptx.Module, source: str) -> dict[str, Any]:
-    from instrument import query  # with the PTX front end, as above
+    """The summary of a parsed module (:func:`summarize` of its items)."""
+    return summarize(module.items, source)
+
+
+def summarize(items: Iterable[ptx.Item], source: str) -> dict[str, Any]:
+    """What the module holds: its version, target and address size, and for
+    each function its parameters, instruction count and memory instructions
+    (by space, access and width).  ``items`` may come one at a time
+    (``ptx.parse_items``): nothing of a function is kept once it is counted."""
+    from instrument import ptx  # with the PTX front end, as above
 
     functions = []
-    files = module.files
-    for fn in module.functions:
-        if fn.body is None:
-            continue
-        counts = Counter(
-            (a.space, a.kind.value, a.width) for a in query.memory_accesses(module, fn, files)
-        )
-        functions.append({
-            "name": fn.name,
-            "kind": "kernel" if fn.is_kernel else "device function",
-            "params": [
-                {"name": p.name, "type": p.type, "size": p.size, "align": p.alignment}
-                for p in fn.params
-            ],
-            "returns": None if fn.returns is None else [
-                {"name": p.name, "type": p.type, "size": p.size, "align": p.alignment}
-                for p in fn.returns
-            ],
-            "instructions": sum(1 for _ in query.instructions(fn)),
-            "memory": [
-                {"space": s, "access": k, "width": w, "count": n}
-                for (s, k, w), n in sorted(counts.items())
-            ],
-        })
-    version = module.version
-    target = module.target
+    version: str | None = None
+    target: list[str] = []
+    address_size = 32
+    for item in items:
+        if isinstance(item, ptx.Function):
+            if item.body is not None:
+                functions.append(_function_summary(item))
+        elif isinstance(item, ptx.Version) and version is None:
+            version = item.text
+        elif isinstance(item, ptx.Target) and not target:
+            target = list(item.targets)
+        elif isinstance(item, ptx.AddressSize):
+            address_size = item.bits
     return {
         "file": source,
-        "version": version.text if version else None,
-        "target": list(target.targets) if target else [],
-        "address_size": module.address_size,
+        "version": version,
+        "target": target,
+        "address_size": address_size,
         "functions": functions,
+    }
+
+
+def _function_summary(fn: ptx.Function) -> dict[str, Any]:
+    from instrument import query
+
+    types = query.register_types(fn)
+    counts: Counter[tuple[str, str, int]] = Counter()
+    instructions = 0
+    for instr in query.instructions(fn):
+        instructions += 1
+        try:
+            accesses = query.instruction_accesses(instr, None, types)
+        except query.Unsupported:
+            continue
+        counts.update((a.space, a.kind.value, a.width) for a in accesses)
+    return {
+        "name": fn.name,
+        "kind": "kernel" if fn.is_kernel else "device function",
+        "params": [
+            {"name": p.name, "type": p.type, "size": p.size, "align": p.alignment}
+            for p in fn.params
+        ],
+        "returns": None if fn.returns is None else [
+            {"name": p.name, "type": p.type, "size": p.size, "align": p.alignment}
+            for p in fn.returns
+        ],
+        "instructions": instructions,
+        "memory": [
+            {"space": s, "access": k, "width": w, "count": n}
+            for (s, k, w), n in sorted(counts.items())
+        ],
     }
 
 

@@ -37,15 +37,17 @@ from ..nodes import (
     Statement,
     Symbol,
     Variable,
+    Verbatim,
 )
+from ..printer import statements_text
 from ..runtime import CONTEXT_PARAM, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
 from .emission import CONTEXT_REGISTER, I, window_params
-from .outcome import CannotCheck, FunctionStats, InstrumentError, InstrumentResult
+from .outcome import CannotCheck, InstrumentError, InstrumentResult
 from .planning import FunctionPlan
 from .rewrite import rewrite_function
-from .selection import drop_unused_copies, split_selected
+from .selection import calls_in, drop_unused_copies, split_selected
 
 
 def instrument(source: str | Module, *,
@@ -106,6 +108,7 @@ class _Attempt:
     kernels: set[str] = field(default_factory=set)
     call_sites: dict[str, list[CallSite]] = field(default_factory=dict)
     """Calls passing pointer arguments that carry windows, by caller (``arguments``)."""
+    kernel_infos: dict[str, KernelInfo] = field(default_factory=dict)
 
     def plan(self) -> dict[str, str]:
         """Plan every function to check; the functions newly found uncheckable
@@ -124,21 +127,34 @@ class _Attempt:
                 module_vars[v.name] = root
         problems: dict[str, str] = {}
         files = module.files
-        candidates = [
-            FunctionPlan(module, fn, module_vars, self.sites,
-                         display=self.display.get(fn.name, fn.name), files=files)
-            for fn in module.functions
-            if fn.body is not None and self._original(fn.name) not in self.skip
-            and (self.targets is None or fn.name in self.targets)
-        ]
-        self.call_sites = plan_windows(candidates)
-        for fp in candidates:
+        functions = {f.name for f in module.functions}
+        candidates = [fn for fn in module.functions
+                      if fn.body is not None and self._original(fn.name) not in self.skip
+                      and (self.targets is None or fn.name in self.targets)]
+
+        def new_plan(fn: Function) -> FunctionPlan:
+            return FunctionPlan(module, fn, module_vars, self.sites,
+                                display=self.display.get(fn.name, fn.name), files=files)
+
+        # the functions that take or pass pointer arguments are planned
+        # together (their windows are a property of the call graph); any
+        # other is planned on its own, and a kernel calling nothing is
+        # finished at once (nothing the rest of the module decides changes
+        # it), so that its statements do not wait in memory for the others
+        linked = {fn.name: new_plan(fn) for fn in candidates
+                  if calls_in(fn.body or []) or not fn.is_kernel}
+        self.call_sites = plan_windows(list(linked.values()))
+        for fn in candidates:
+            fp = linked.get(fn.name) or new_plan(fn)
             try:
                 fp.plan()
             except CannotCheck as e:
                 problems[fp.fn.name] = e.reason
                 continue
             self.plans.append(fp)
+            if fp.kernel and not fp.calls.direct and not fp.calls.indirect \
+                    and not (fp.calls.symbols.keys() & functions):
+                self._finish_function(fp, _Arguments(set(), {}, {}, set()))
         self.needy = _needing_context(self.plans)
         for fp in self.plans:
             why = _call_problem(fp, self.needy)
@@ -150,24 +166,40 @@ class _Attempt:
     def _original(self, name: str) -> str:
         return self.display.get(name, name)
 
+    def _finish_function(self, fp: FunctionPlan, arguments: _Arguments) -> None:
+        """Rewrite one planned function, pass the hidden arguments at its
+        calls, and print it: its statements (old and new) are then freed, so
+        the memory of the pass is the module's, not the module's plus every
+        rewritten function's nodes."""
+        rewrite_function(fp)
+        _pass_context(fp.fn, arguments)
+        fp.stats.slots = len(fp.slots)
+        if fp.kernel:
+            self.kernel_infos[fp.fn.name] = _kernel_info(fp)
+        assert fp.fn.body is not None
+        fp.fn.body = [Verbatim(statements_text(fp.fn.body))]
+        fp.release()
+        fp.finished = True
+
     def finish(self, unchecked: dict[str, str]) -> InstrumentResult:
         module, needy = self.module, self.needy
-        stats: dict[str, FunctionStats] = {}
         # the windows each needy function takes (a function that checks
         # nothing through its pointers takes none)
         windows = {fp.fn.name: sorted(fp.windows) for fp in self.plans
                    if fp.windows and fp.fn.name in needy}
         for fp in self.plans:
+            if fp.finished:
+                continue
             if fp.fn.name in needy:
                 fp.needs_ctx = True
-            rewrite_function(fp)
             calls = {id(c.instr): c for c in self.call_sites.get(fp.fn.name, ())}
-            _pass_context(fp.fn, _Arguments(needy, windows, calls,
-                                            set(windows.get(fp.fn.name, ()))))
-            fp.stats.slots = len(fp.slots)
-            stats[fp.display] = fp.stats
+            self._finish_function(fp, _Arguments(needy, windows, calls,
+                                                 set(windows.get(fp.fn.name, ()))))
+        stats = {fp.display: fp.stats for fp in self.plans}
+        for fp in self.plans:
             if fp.kernel:
-                self.sites.kernels[fp.fn.name] = _kernel_info(fp)
+                self.sites.kernels[fp.fn.name] = self.kernel_infos[fp.fn.name]
+        printed = {fp.fn.name: fp.calls.direct for fp in self.plans}
         for fn in module.functions:
             if not fn.is_kernel and fn.name in needy:
                 fn.params.append(Param(CONTEXT_PARAM, ".b64"))
@@ -175,7 +207,7 @@ class _Attempt:
                     fn.params.extend(Param(name, ".b64") for name in window_params(k))
         if self.targets is not None:
             # copies no checked kernel reaches through a checked call path are dead
-            drop_unused_copies(module, set(self.display))
+            drop_unused_copies(module, set(self.display), printed)
         self.sites.unchecked = dict(sorted(unchecked.items()))
         link(module)
         return InstrumentResult(ptx.emit(module), self.sites, stats, module)

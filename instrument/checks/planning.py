@@ -103,12 +103,15 @@ class FunctionPlan:
         self.kernel = fn.is_kernel
         self.stats = FunctionStats(self.display, "kernel" if self.kernel else "function")
         self.types = query.register_types(fn)
-        self.vars = dict(module_vars)
+        own = {}
         for s in fn.body or []:
             if type(s) is Variable:
                 root = prov.variable_root(s)
                 if root is not None:
-                    self.vars[s.name] = root
+                    own[s.name] = root
+        # the module's variables are shared by every plan (read only), not
+        # copied into each: a module of many kernels and many globals
+        self.vars = {**module_vars, **own} if own else module_vars
         self.kernel_params: dict[str, tuple[int, int]] = {}
         self.function_params: dict[str, int] = {}
         if self.kernel:
@@ -120,6 +123,7 @@ class FunctionPlan:
         """Parameters whose callers pass the window of a local variable (``arguments``)."""
         self.argument_windows: set[int] = set()  # those a local access is checked against
         self.analysis: prov.Provenance | None = None
+        self.finished = False  # rewritten and printed (the driver's)
         self.accesses: list[Access] = []
         self.roots: list[prov.ParamRoot] = []
         self.root_index: dict[prov.ParamRoot, int] = {}
@@ -288,6 +292,14 @@ class FunctionPlan:
         if a.space == "generic":
             self.stats.generic_checks += 1
         self.needs_ctx = True
+
+    def release(self) -> None:
+        """Drop what only planning and rewriting need, once the function is
+        rewritten (its statistics, roots and slots stay)."""
+        self.accesses = []
+        self.graph = self.domtree = self.loops = None  # type: ignore[assignment]
+        self.types = {}
+        self.analysis = None
 
     # -- roots and check slots ------------------------------------------------
 

@@ -11,7 +11,8 @@ a bad source (checked only once the destination is known good) copies zeros.
 from __future__ import annotations
 
 from .. import ptx
-from ..nodes import Block, Instruction, RegisterDecl, Statement, Variable
+from ..nodes import Block, Instruction, RegisterDecl, Statement, Variable, Verbatim
+from ..printer import statements_text
 from . import conditions as cond
 from .emission import Emitter, I
 from .optimisation import LoopHoister, Unit, mark_dominated, regions
@@ -84,7 +85,8 @@ class FunctionRewriter:
 
     def _place(self, acc: Access, pre: Code, post: Code) -> None:
         """Accesses of one instruction nest in their order: the first outermost."""
-        self._placed.setdefault(acc.path, []).append((self._order[id(acc)], pre, post))
+        self._placed.setdefault(acc.path, []).append(
+            (self._order[id(acc)], _printed(pre), _printed(post)))
 
     def _nest(self, checks: list[tuple[int, Code, Code]]) -> tuple[Code, Code]:
         checks = sorted(checks, key=lambda c: c[0])
@@ -123,30 +125,31 @@ class FunctionRewriter:
         dom = unit.dom
         if dom is not None:
             assert dom.pred is not None
-            self._before[(start,)] = [I("bra", copy, guard=ptx.Guard(dom.pred))]
+            before = [I("bra", copy, guard=ptx.Guard(dom.pred))]
             plan.stats.removed["dominated"] += 1
         else:
             conds, seed = self.hoister.hoist(conds, start)
             if unit.used:
-                self._before[(start,)] = self._emit_unit(unit, conds, copy, seed)
+                before = self._emit_unit(unit, conds, copy, seed)
             else:
-                self._before[(start,)] = em.emit(conds, copy, seed=seed)
+                before = em.emit(conds, copy, seed=seed)
+        self._before[(start,)] = _printed(before)
         self._after[(end,)] = [ptx.Label(rejoin)]
         # the slow copy: the same statements, every access checked on its own
-        slow_paths = self._slow_paths
-        slow_paths.append(ptx.Label(copy))
+        code: Code = [ptx.Label(copy)]
         at = self._top_level_accesses()
         for i in range(start, end + 1):
             checks = [(self._order[id(a)], *self._checked(a)) for a in at.get(i, [])
                       if a.mode not in UNCHECKED_MODES]
             if not checks:
-                slow_paths.append(body[i])
+                code.append(body[i])
                 continue
             pre, post = self._nest([(n, b, p) for n, b, p, _ in checks])
-            slow_paths.extend(pre + [body[i]] + post)
+            code.extend(pre + [body[i]] + post)
             for *_, slow in checks:
                 self._deferred.extend(slow)
-        slow_paths.append(I("bra.uni", rejoin))
+        code.append(I("bra.uni", rejoin))
+        self._slow_paths.extend(_printed(code))
 
     def _top_level_accesses(self) -> dict[int, list[Access]]:
         """Top-level statement index -> the accesses it makes (built once)."""
@@ -211,8 +214,16 @@ class FunctionRewriter:
         fn.body = decls + new_body
 
 
+def _printed(code: Code) -> Code:
+    """``code`` as one :class:`Verbatim` statement: the check code is placed
+    and never looked into again, so it is held as text (a few strings per
+    access rather than a dozen nodes)."""
+    return [Verbatim(statements_text(code))] if code else []
+
+
 def _prologue_position(body: Code) -> int:
-    first = next((i for i, s in enumerate(body) if type(s) in (Instruction, Block)), len(body))
+    first = next((i for i, s in enumerate(body) if type(s) in (Instruction, Block, Verbatim)),
+                 len(body))
     at = 0
     for i in range(first):
         if type(body[i]) in (RegisterDecl, Variable):

@@ -83,13 +83,18 @@ def split_selected(module: Module, select: Callable[[str], bool] | None,
     return {k.name for k in kernels} | set(names.values()), {v: k for k, v in names.items()}
 
 
-def drop_unused_copies(module: Module, copies: set[str]) -> None:
+def drop_unused_copies(module: Module, copies: set[str],
+                       known: dict[str, set[str]] | None = None) -> None:
     """Remove copies (and their declarations) that no kernel or other function
-    left in the module calls."""
+    left in the module calls; ``known``: the calls of functions whose body
+    is no longer statements (printed already), by name."""
+    known = known or {}
     while True:
         called: set[str] = set()
         for f in module.functions:
-            if f.body is not None:
+            if f.name in known:
+                called |= known[f.name]
+            elif f.body is not None:
                 called |= calls_in(f.body)
         dead = {f.name for f in module.functions if f.name in copies and f.name not in called}
         if not dead:
