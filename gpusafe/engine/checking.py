@@ -272,7 +272,7 @@ class Engine:
         records, dropped = self.pipeline.collect(launch)
         self.findings.device_records(launch.kernel, records, dropped, self.registry)
         if error in _FAULTS:
-            detail = self.backend.fault_detail() or ""
+            detail = (self.backend.fault_detail() or "").removeprefix(f"{error.name}: ")
             self.findings.report.record_fault(launch.kernel, error.name, detail)
             if error == CUresult.CUDA_ERROR_LAUNCH_TIMEOUT:
                 self.findings.problem(f"kernel {launch.kernel} never finished and was stopped "
