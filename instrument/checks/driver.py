@@ -39,7 +39,7 @@ from ..nodes import (
     Variable,
     Verbatim,
 )
-from ..printer import statements_text
+from ..printer import statements_chunks
 from ..runtime import CONTEXT_PARAM, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
@@ -176,9 +176,11 @@ class _Attempt:
         fp.stats.slots = len(fp.slots)
         if fp.kernel:
             self.kernel_infos[fp.fn.name] = _kernel_info(fp)
-        assert fp.fn.body is not None
-        fp.fn.body = [Verbatim(statements_text(fp.fn.body))]
+        body = fp.fn.body
+        assert body is not None
         fp.release()
+        fp.fn.body = None
+        fp.fn.body = [Verbatim(text) for text in statements_chunks(body)]
         fp.finished = True
 
     def finish(self, unchecked: dict[str, str]) -> InstrumentResult:
