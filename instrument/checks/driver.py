@@ -4,9 +4,15 @@ Launch context convention: every checked ``.entry`` gets one hidden trailing
 ``.u64`` parameter (``__gpusafe_ctx``) holding the address of the launch
 context (``instrument/layout.py``); every ``.func`` defined in the module that
 checks an access, or calls one that does, gets the same trailing parameter and
-each of its call sites passes the caller's.  Functions declared but not
-defined in the module (``vprintf``, ``malloc``, other modules' functions) keep
-their signature and are not checked.
+each of its call sites passes the caller's; after it, two parameters for each
+pointer parameter that carries the window of a caller's local variable
+(``arguments``).  Functions declared but not defined in the module
+(``vprintf``, ``malloc``, other modules' functions) keep their signature and
+are not checked.
+
+Each function is printed as soon as it is rewritten (a kernel that calls
+nothing as soon as it is planned) and its statements freed, so the memory of
+the pass follows the module, not the module plus every function's new code.
 
 A function holding an instruction the pass cannot check (an indirect call
 that may reach a function needing the context included) is left as it was,
