@@ -51,11 +51,6 @@ INSTRUCTIONS: frozenset[str] = frozenset({
 """Every PTX ISA 9.0 instruction, by its first dotted component."""
 
 
-def is_instruction(opcode: str) -> bool:
-    """Whether ``opcode`` (``ld.global.v4.f32``) names a PTX instruction."""
-    return opcode.partition(".")[0] in INSTRUCTIONS
-
-
 def newer_than_known(version: tuple[int, int]) -> bool:
     """Whether a module's ``.version`` is newer than the toolkit reads."""
     return version > NEWEST_PTX_ISA

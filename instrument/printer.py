@@ -32,6 +32,28 @@ def statements_text(statements: list[Statement]) -> str:
     return "".join(out)
 
 
+def statements_chunks(statements: list[Statement], chunk: int = 1 << 20) -> list[str]:
+    """The text of ``statements`` in pieces of about ``chunk`` characters;
+    each statement is dropped from the list once printed, so that a caller
+    giving up the list frees the nodes as the text grows (a pass printing a
+    function of a million statements holds the nodes or the text, not both)."""
+    out: list[str] = []
+    pieces: list[str] = []
+    size = 0
+    for i, s in enumerate(statements):
+        statements[i] = None  # type: ignore[call-overload]
+        start = len(pieces)
+        _statements(pieces, [s])
+        size += sum(len(p) for p in pieces[start:])
+        if size >= chunk:
+            out.append("".join(pieces))
+            pieces.clear()
+            size = 0
+    if pieces:
+        out.append("".join(pieces))
+    return out
+
+
 def _function(out: list[str], fn: Function) -> None:
     if fn.header_raw is not None and fn.header_key == fn.header_state():
         out.append(fn.header_raw)

@@ -483,8 +483,8 @@ def _registers(op, out: set[str]) -> None:
 
 def relevant_registers(body: list[Statement]) -> set[str]:
     """The registers whose values can reach an address: the base register
-    of every address operand, the value stored to a ``.param`` variable (a
-    call argument), and (transitively) every register read by an
+    of every address operand, a call argument (stored to its ``.param``
+    variable or passed directly), and (transitively) every register read by an
     instruction defining one of them.  The analysis tracks only these: the
     value of any other register can never decide a check, and not tracking
     it keeps the work and the memory of the analysis proportional to the
@@ -496,11 +496,12 @@ def relevant_registers(body: list[Statement]) -> set[str]:
             for o in instr.operands:
                 if type(o) is Address and type(o.base) is Register:
                     work.append(o.base.name)
-            if instr.op == "st" and "param" in instr.modifiers:
+            if (instr.op == "st" and "param" in instr.modifiers) or instr.op == "call":
+                # a call argument, stored to its .param variable or passed directly
+                seeds: set[str] = set()
                 for o in instr.operands[1:]:
-                    seeds: set[str] = set()
                     _registers(o, seeds)
-                    work.extend(seeds)
+                work.extend(seeds)
             for d in defs(instr):
                 defined_by.setdefault(d, []).append(instr)
     relevant: set[str] = set()

@@ -27,8 +27,8 @@ extern "C" __global__ void scale(float* out, const float4* in, int n) {
 """
 
 
-def run_gpusafe(*args: str, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="120")
+def run_gpusafe(*args: str, columns: str = "120", **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS=columns)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # this checkout
     return subprocess.run([sys.executable, "-m", "gpusafe", *args], capture_output=True,
                           text=True, env=env, **kw)
@@ -123,3 +123,38 @@ def test_a_made_up_opcode_names_its_line_and_column(tmp_path: Path, ptx_file: Pa
     assert result.stderr.splitlines()[0] == (
         f"gpusafe inspect: {bad}:{at + 1}:{column}: unknown instruction "
         f"'{lines[at].split()[0]}'")
+
+
+STATS_KERNEL = r"""
+__device__ __noinline__ void fill(int* p, int n)
+{
+    for (int k = 0; k < n; ++k) p[k] = k;
+}
+
+extern "C" __global__ void filled(cudaSurfaceObject_t surf, int n)
+{
+    int a[8];
+    fill(a, n);
+    surf2Dwrite(a[threadIdx.x % 8], surf, 4 * threadIdx.x, 0);
+}
+"""
+
+
+def test_instrument_stats_show_argument_checks_and_surfaces(tmp_path: Path) -> None:
+    src = tmp_path / "stats.ptx"
+    src.write_text(nvrtc_compile(STATS_KERNEL, "stats.cu", "compute_75", []))
+    out = tmp_path / "out.ptx"
+    result = run_gpusafe("instrument", str(src), "-o", str(out), "--stats", columns="160")
+    assert result.returncode == 0, result.stderr
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and "(" in cells[0]:
+            rows[cells[0].split()[0]] = cells
+    header = next(line for line in result.stdout.splitlines() if "argument" in line)
+    argument = [c.strip() for c in header.split("┃")[1:-1]].index("argument")
+    assert int(rows["_Z4fillPii"][argument]) >= 1  # the writes through p, by a's window
+    assert "1 surface" in rows["filled"][2]
+    assert "Surface accesses (suld, sust, sured) are not checked" in " ".join(
+        result.stdout.split())
+    assert "__gpusafe_wlo0" in out.read_text()

@@ -51,7 +51,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         return EXIT_TOOL_ERROR
     del text
     if args.json:
-        print(json.dumps(summary, indent=2))
+        json.dump(summary, sys.stdout, indent=2)  # written as encoded, never whole in memory
+        sys.stdout.write("\n")
     else:
         render_summary(summary, Console())
     return 0

@@ -75,15 +75,16 @@ def cmd_instrument(args: argparse.Namespace) -> int:
 
 def render_stats(stats: Mapping[str, FunctionStats], console: Console) -> None:
     table = Table(title="gpusafe instrument: checks per function")
-    for col in ("function", "memory ops", "not checked", "root", "window", "lookup",
-                "alignment", "generic", "removed", "slots"):
+    for col in ("function", "memory ops", "not checked", "root", "window", "argument",
+                "lookup", "alignment", "generic", "removed", "slots"):
         table.add_column(col, justify="left" if col == "function" else "right")
     for s in stats.values():
         unchecked = ", ".join(f"{n} {k}" for k, n in sorted(s.unchecked.items())) or "-"
         removed = ", ".join(f"{n} {k}" for k, n in sorted(s.removed.items())) or "-"
         table.add_row(
             f"{s.name} ({s.kind})", str(s.memory_instructions), unchecked,
-            *(str(s.checks.get(k, 0)) for k in ("root", "window", "lookup", "alignment")),
+            *(str(s.checks.get(k, 0))
+              for k in ("root", "window", "argument", "lookup", "alignment")),
             str(s.generic_checks), removed, str(s.slots))
     console.print(table)
     console.print("ld.param and ld.const are never checked: kernel parameters and "

@@ -4,9 +4,15 @@ Launch context convention: every checked ``.entry`` gets one hidden trailing
 ``.u64`` parameter (``__gpusafe_ctx``) holding the address of the launch
 context (``instrument/layout.py``); every ``.func`` defined in the module that
 checks an access, or calls one that does, gets the same trailing parameter and
-each of its call sites passes the caller's.  Functions declared but not
-defined in the module (``vprintf``, ``malloc``, other modules' functions) keep
-their signature and are not checked.
+each of its call sites passes the caller's; after it, two parameters for each
+pointer parameter that carries the window of a caller's local variable
+(``arguments``).  Functions declared but not defined in the module
+(``vprintf``, ``malloc``, other modules' functions) keep their signature and
+are not checked.
+
+Each function is printed as soon as it is rewritten (a kernel that calls
+nothing as soon as it is planned) and its statements freed, so the memory of
+the pass follows the module, not the module plus every function's new code.
 
 A function holding an instruction the pass cannot check (an indirect call
 that may reach a function needing the context included) is left as it was,
@@ -39,7 +45,7 @@ from ..nodes import (
     Variable,
     Verbatim,
 )
-from ..printer import statements_text
+from ..printer import statements_chunks
 from ..runtime import CONTEXT_PARAM, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
@@ -176,9 +182,11 @@ class _Attempt:
         fp.stats.slots = len(fp.slots)
         if fp.kernel:
             self.kernel_infos[fp.fn.name] = _kernel_info(fp)
-        assert fp.fn.body is not None
-        fp.fn.body = [Verbatim(statements_text(fp.fn.body))]
+        body = fp.fn.body
+        assert body is not None
         fp.release()
+        fp.fn.body = None
+        fp.fn.body = [Verbatim(text) for text in statements_chunks(body)]
         fp.finished = True
 
     def finish(self, unchecked: dict[str, str]) -> InstrumentResult:

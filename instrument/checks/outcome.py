@@ -73,3 +73,6 @@ class InstrumentResult:
     sites: SiteTable
     stats: dict[str, FunctionStats]
     module: Module
+    """The checked module; the functions the pass rewrote hold their body as
+    its printed text (:class:`~instrument.nodes.Verbatim` pieces): parse
+    ``ptx`` for their statements."""

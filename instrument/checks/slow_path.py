@@ -20,7 +20,6 @@ from ..kinds import AccessKind
 from ..nodes import (
     Address,
     ArgumentList,
-    Block,
     Immediate,
     Instruction,
     Negated,
@@ -115,58 +114,47 @@ def _not_made(em: Emitter, acc: Access, do: str) -> list[Statement]:
 
 
 def _runtime_call(em: Emitter, acc: Access, args: list[tuple[str, object]],
-                  status: str) -> Block:
+                  status: str) -> Verbatim:
     """``status = __gpusafe_check(args...)`` (and, for a lookup, the window of
-    the allocation found, kept for the next lookup's filter)."""
+    the allocation found, kept for the next lookup's filter): the call
+    sequence, a ``{ }`` block, written as text at once (it is most of a slow
+    path, and all of it but the argument values is the same every time)."""
     a = acc.access
-    inner: list[Statement] = []
+    text = ["\n\t{"]
     for i, (t, val) in enumerate(args):
-        inner.append(_argument(i, t))
-        inner.append(_store_argument(i, t, val))
-    inner.append(_RESULT)
-    inner.append(_call(len(args)))
-    inner.append(_read_result(status, "status"))
-    if acc.mode in (Mode.LOOKUP, Mode.ARGUMENT) and a.space in ("global", "generic"):
-        inner.append(_read_result(em.reg("uclo", ".b64"), "low"))
-        inner.append(_read_result(em.reg("uchi", ".b64"), "high"))
-    return Block(inner)
+        text.append(_argument(i, t))
+        text.append(f"\n\tst.param{t} \t[__gs_arg{i}], {val};")
+    lookup = acc.mode in (Mode.LOOKUP, Mode.ARGUMENT) and a.space in ("global", "generic")
+    cache = (em.reg("uclo", ".b64"), em.reg("uchi", ".b64")) if lookup else None
+    text.append(_call_and_results(len(args), status, cache))
+    return Verbatim("".join(text))
 
 
-# The statements every runtime call repeats are built once and shared (nodes
-# are immutable), their text rendered once: a module with a million checked
-# accesses holds each of them once, not a million times.
+# The text every runtime call repeats, printed from nodes once.
 
-def _rendered(node):  # type: ignore[no-untyped-def]
-    object.__setattr__(node, "raw", node.canonical())
-    return node
-
-
-_RESULT = _rendered(Variable(".param", ".b8", "__gs_ret", align=8,
-                             dims=(layout.CHECK_RESULT.size,)))
+@functools.cache
+def _argument(i: int, t: str) -> str:
+    return "\n\t" + Variable(".param", t, f"__gs_arg{i}").canonical()
 
 
 @functools.cache
-def _argument(i: int, t: str) -> Variable:
-    return _rendered(Variable(".param", t, f"__gs_arg{i}"))
-
-
-@functools.lru_cache(maxsize=1 << 12)
-def _store_argument(i: int, t: str, val: object) -> Instruction:
-    return _rendered(I(f"st.param{t}", Address(Symbol(f"__gs_arg{i}")), val))
-
-
-@functools.cache
-def _call(nargs: int) -> Instruction:
+def _call_and_results(nargs: int, status: str, cache: tuple[str, str] | None) -> str:
     names = tuple(Symbol(f"__gs_arg{i}") for i in range(nargs))
-    return _rendered(Instruction("call", (ArgumentList((Symbol("__gs_ret"),)),
-                                          Symbol(CHECK_FUNCTION), ArgumentList(names))))
+    code: list[Statement] = [
+        Variable(".param", ".b8", "__gs_ret", align=8, dims=(layout.CHECK_RESULT.size,)),
+        Instruction("call", (ArgumentList((Symbol("__gs_ret"),)), Symbol(CHECK_FUNCTION),
+                             ArgumentList(names))),
+        _read_result(status, "status"),
+    ]
+    if cache is not None:
+        code += [_read_result(cache[0], "low"), _read_result(cache[1], "high")]
+    return statements_text(code) + "\n\t}"
 
 
-@functools.cache
 def _read_result(reg: str, field: str) -> Instruction:
     width = "b32" if field == "status" else "b64"
-    return _rendered(I(f"ld.param.{width}", reg,
-                       Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset(field))))
+    return I(f"ld.param.{width}", reg,
+             Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset(field)))
 
 
 def _not_performed(em: Emitter, acc: Access) -> list[Statement]:
