@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpusafe.engine.launches import LaunchPipeline
-from instrument import host
-from instrument.checks import instrument
+from gpusafe_instrument import host
+from gpusafe_instrument.checks import instrument
 
 TARGET = 1.15
 

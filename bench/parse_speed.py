@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
+from gpusafe_instrument import ptx
 from gpusafe_testkit.corpus import corpus_modules
-from instrument import ptx
 
 
 def main() -> None:

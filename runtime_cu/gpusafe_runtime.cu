@@ -1,12 +1,12 @@
 // gpusafe device runtime: the slow path of every bounds check.
 //
-// The instrumenter (instrument/checks/) inlines a few compares before each
+// The instrumenter (gpusafe_instrument/checks/) inlines a few compares before each
 // memory access; when they fail it calls __gpusafe_check, which decides
 // precisely (null page, bounds of the root allocation or of the allocation
 // table entry containing the address, shared window, alignment), records a
 // violation when there is one, and tells the caller whether to perform the
 // access.  Record layouts come from gpusafe_layout.h, generated from
-// instrument/layout.py.
+// gpusafe_instrument/layout.py.
 //
 // Compiled to PTX by scripts/build_runtime.py (NVRTC, -rdc=true); the PTX is
 // committed as gpusafe_runtime.ptx and linked into every instrumented module.

@@ -1,12 +1,12 @@
 """Regenerate the device runtime: ``runtime_cu/gpusafe_layout.h`` from
-``instrument/layout.py`` and ``runtime_cu/gpusafe_runtime.ptx`` from
+``gpusafe_instrument/layout.py`` and ``runtime_cu/gpusafe_runtime.ptx`` from
 ``runtime_cu/gpusafe_runtime.cu`` with NVRTC.
 
     python scripts/build_runtime.py          # write both files
     python scripts/build_runtime.py --check  # exit 1 if either is stale
 
 The PTX is generated for the lowest target NVRTC 13 supports (compute_75);
-``instrument/runtime.py`` rewrites nothing in it but copies its functions
+``gpusafe_instrument/runtime.py`` rewrites nothing in it but copies its functions
 into each module it links into, so the runtime uses only instructions every
 supported target and PTX ISA version (7.0 and later) accepts.
 """
@@ -63,7 +63,7 @@ def _nvrtc_ptx(source: str, name: str, headers: dict[str, str]) -> str:
 
 def generate() -> tuple[str, str]:
     """(header text, runtime PTX text) as they should be committed."""
-    from instrument.layout import c_header
+    from gpusafe_instrument.layout import c_header
 
     header = c_header()
     ptx = _nvrtc_ptx(SOURCE.read_text(), SOURCE.name, {HEADER.name: header})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpusafe.report import AllocationInfo, Report, ReportBuilder, SourceLocation
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 OOB_CU = """\
 extern "C" __global__ void oob_write(float* out, int n) {

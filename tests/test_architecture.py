@@ -11,8 +11,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gpusafe", "instrument")
-SIZE_EXEMPT = {"instrument/parser.py"}
+PACKAGES = ("gpusafe", "gpusafe_instrument")
+SIZE_EXEMPT = {"gpusafe_instrument/parser.py"}
 """The parser is one grammar; the ALU tables are exempt when they are tables."""
 ALU_TABLES = "gpusafe/cpu/alu"
 
@@ -139,12 +139,12 @@ def test_no_class_is_over_400_lines() -> None:
 
 LAYERS = {
     # a package: the packages of ours it may import (besides itself)
-    "instrument": set(),
-    "gpusafe.cudaapi": {"instrument"},
-    "gpusafe.cpu": {"instrument", "gpusafe.cudaapi"},
-    "gpusafe.report": {"instrument", "gpusafe"},
-    "gpusafe.engine": {"instrument", "gpusafe", "gpusafe.cudaapi", "gpusafe.report"},
-    "gpusafe.doors": {"instrument", "gpusafe", "gpusafe.engine", "gpusafe.backends"},
+    "gpusafe_instrument": set(),
+    "gpusafe.cudaapi": {"gpusafe_instrument"},
+    "gpusafe.cpu": {"gpusafe_instrument", "gpusafe.cudaapi"},
+    "gpusafe.report": {"gpusafe_instrument", "gpusafe"},
+    "gpusafe.engine": {"gpusafe_instrument", "gpusafe", "gpusafe.cudaapi", "gpusafe.report"},
+    "gpusafe.doors": {"gpusafe_instrument", "gpusafe", "gpusafe.engine", "gpusafe.backends"},
 }
 """The data flow, lowest layer first: a layer never imports one above it.
 (``gpusafe`` alone is the package's ``__init__``: its version.)"""
@@ -154,7 +154,7 @@ def _package(module: str) -> str:
     for layer in sorted(LAYERS, key=len, reverse=True):
         if module == layer or module.startswith(layer + "."):
             return layer
-    return module if module in ("gpusafe", "instrument") else module.rsplit(".", 1)[0]
+    return module if module in ("gpusafe", "gpusafe_instrument") else module.rsplit(".", 1)[0]
 
 
 def test_each_layer_imports_only_the_layers_below_it() -> None:
@@ -168,3 +168,12 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
             if other != layer and other not in LAYERS[layer]:
                 wrong.append(f"{module} -> {target}")
     assert wrong == []
+
+
+def test_every_package_we_ship_has_a_name_of_ours() -> None:
+    """A program checked by gpusafe imports gpusafe's packages into its own
+    namespace: a generic name (``instrument``, ``tests``) would shadow the
+    program's module of that name, or be shadowed by it."""
+    root = Path(__file__).resolve().parent.parent
+    shipped = {p.parent.name for p in root.glob("*/__init__.py")} - {"tests"}
+    assert shipped and all(name.startswith("gpusafe") for name in shipped), shipped

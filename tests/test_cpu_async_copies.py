@@ -12,7 +12,7 @@ import pytest
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 # thread t copies 16 bytes from src + 16t into its shared slot, then to out + 16t;
 # SRC_SIZE / IGNORE is the copy's fourth operand

@@ -687,7 +687,7 @@ def test_module_parse_error_is_invalid_ptx_with_detail(ctx, ptx):
     fails(driver.cuModuleLoadData(broken.encode()), R.CUDA_ERROR_INVALID_PTX)
     detail = driver.last_error_detail()
     assert detail.startswith("CUDA_ERROR_INVALID_PTX") and "line" in detail
-    from instrument.ptx import ParseError
+    from gpusafe_instrument.ptx import ParseError
 
     assert isinstance(driver.last_error_exception(), ParseError)
     fails(driver.cuModuleLoadData(b"this is not PTX"), R.CUDA_ERROR_INVALID_PTX)

@@ -13,8 +13,8 @@ from gpusafe.cpu.errors import InvalidAddress
 from gpusafe.cpu.events import MemoryEvent
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
-from instrument import nodes
-from instrument.kinds import AccessKind, ViolationKind
+from gpusafe_instrument import nodes
+from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 LAUNCHES = 5000
 

@@ -9,7 +9,7 @@ import pytest
 from test_cpu_executor import BOTH, Device
 
 from gpusafe.cpu.oracle import Oracle
-from instrument.kinds import AccessKind, ViolationKind
+from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 GLOBAL_OOB = ViolationKind.GLOBAL_OUT_OF_BOUNDS
 

@@ -20,7 +20,7 @@ from gpusafe.engine.checking import Engine, Policy
 from gpusafe.engine.findings import Findings
 from gpusafe.engine.registry import State
 from gpusafe.report import ReportBuilder
-from instrument.sites import SiteTable
+from gpusafe_instrument.sites import SiteTable
 
 OK = cuda_driver.CUresult.CUDA_SUCCESS
 BASE = 0x7F00_0000_0000
@@ -237,7 +237,7 @@ PTX = """\
 
 
 def test_a_change_to_the_instrumenter_or_the_runtime_misses_the_cache(tmp_path: Path) -> None:
-    package = tmp_path / "instrument"
+    package = tmp_path / "gpusafe_instrument"
     shutil.copytree(Path(cache._instrument_package.__file__).parent, package,
                     ignore=shutil.ignore_patterns("__pycache__"))
     runtime = cache.runtime_text()
@@ -350,8 +350,8 @@ def test_ptx_with_a_byte_that_is_not_utf8_is_instrumented_byte_for_byte() -> Non
 def test_the_pipeline_reuses_its_buffers_from_launch_to_launch() -> None:
     from gpusafe.cpu.memory import DeviceMemory
     from gpusafe.engine.launches import LaunchPipeline
-    from instrument.checks import instrument
-    from instrument.host import AllocationRecord
+    from gpusafe_instrument.checks import instrument
+    from gpusafe_instrument.host import AllocationRecord
 
     result = instrument(PTX)
     memory = DeviceMemory()

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
 
+from gpusafe_instrument import ptx, query
+from gpusafe_instrument.checks import instrument
+from gpusafe_instrument.kinds import AccessKind
+from gpusafe_instrument.runtime import CONTEXT_PARAM
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
-from instrument import ptx, query
-from instrument.checks import instrument
-from instrument.kinds import AccessKind
-from instrument.runtime import CONTEXT_PARAM
 
 
 def _instr(text: str) -> ptx.Instruction:

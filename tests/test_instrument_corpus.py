@@ -16,10 +16,10 @@ import os
 
 import pytest
 
+from gpusafe_instrument import ptx
+from gpusafe_instrument.checks import instrument
+from gpusafe_instrument.runtime import CONTEXT_PARAM
 from gpusafe_testkit.corpus import CompileError, corpus_module_names, corpus_modules, ptxas
-from instrument import ptx
-from instrument.checks import instrument
-from instrument.runtime import CONTEXT_PARAM
 
 NAMES = corpus_module_names()
 

@@ -22,9 +22,9 @@ from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_instrument import host
+from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import nvrtc_compile
-from instrument import host
-from instrument.checks import instrument
 
 # --------------------------------------------------------------------------
 # the harness
@@ -286,7 +286,7 @@ def test_local_out_of_bounds_is_reported():
 
 
 # A per-thread array overrun through a pointer inside a device function: the
-# kernel passes its array's window with the pointer (instrument/checks/
+# kernel passes its array's window with the pointer (gpusafe_instrument/checks/
 # arguments.py).  At -G the callee writes through the generic pointer; at -O3
 # NVRTC sees every caller pass a local address and writes with st.local.
 LOCAL_THROUGH_POINTER = r"""

@@ -1,4 +1,4 @@
-"""The record layouts have one definition (instrument/layout.py) and both
+"""The record layouts have one definition (gpusafe_instrument/layout.py) and both
 sides agree on it: the committed C header and runtime PTX are what the build
 script generates now, the C compiler accepts the header's size assertions,
 and struct formats, numpy dtypes and offsets describe the same bytes."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instrument import layout, runtime
+from gpusafe_instrument import layout, runtime
 
 REPO = Path(__file__).resolve().parent.parent
 

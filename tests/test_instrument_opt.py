@@ -22,10 +22,10 @@ from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_instrument import host, ptx
+from gpusafe_instrument.checks import instrument
+from gpusafe_instrument.runtime import CONTEXT_PARAM
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
-from instrument import host, ptx
-from instrument.checks import instrument
-from instrument.runtime import CONTEXT_PARAM
 
 VADD = r"""
 extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)

@@ -10,11 +10,11 @@ import json
 import pytest
 
 from gpusafe.commands.instrument import add_parser
+from gpusafe_instrument import ptx
+from gpusafe_instrument.checks import InstrumentError, instrument
+from gpusafe_instrument.runtime import CHECK_FUNCTION, CONTEXT_PARAM
+from gpusafe_instrument.sites import SiteTable
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
-from instrument import ptx
-from instrument.checks import InstrumentError, instrument
-from instrument.runtime import CHECK_FUNCTION, CONTEXT_PARAM
-from instrument.sites import SiteTable
 
 HEAD = ".version 7.0\n.target sm_75\n.address_size 64\n"
 

@@ -3,7 +3,7 @@ module: twice the input, at most a little over twice the work.
 
 Wall-clock time is not measured (``bench/instrument_speed.py`` does that);
 the work is the number of Python lines executed in the toolkit
-(``instrument/``) and in ``gpusafe inspect``'s summary, counted with a trace
+(``gpusafe_instrument/``) and in ``gpusafe inspect``'s summary, counted with a trace
 function: a deterministic count, in which a step that is quadratic in the
 number of functions, statements, blocks or registers shows as a ratio well
 above 2 (the quadratic ``.file`` lookup per function made the summary's ratio
@@ -24,10 +24,10 @@ from types import FrameType, ModuleType
 
 import pytest
 
-import instrument as toolkit
+import gpusafe_instrument as toolkit
 from gpusafe.commands import inspect as inspect_command
-from instrument import ptx
-from instrument.checks import instrument
+from gpusafe_instrument import ptx
+from gpusafe_instrument.checks import instrument
 
 pytestmark = pytest.mark.slow
 

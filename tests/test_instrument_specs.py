@@ -17,9 +17,9 @@ from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_instrument import host
+from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import compile_kernel_file
-from instrument import host
-from instrument.checks import instrument
 
 SHRINK = 64
 

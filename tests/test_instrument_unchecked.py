@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
 
+from gpusafe_instrument import ptx
+from gpusafe_instrument.checks import instrument
+from gpusafe_instrument.runtime import CONTEXT_PARAM, PREFIX
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
-from instrument import ptx
-from instrument.checks import instrument
-from instrument.runtime import CONTEXT_PARAM, PREFIX
 
 MIXED = r"""
 __device__ __noinline__ float get(const float* p, int i) { return p[i]; }

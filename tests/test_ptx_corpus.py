@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpusafe_instrument import ptx
 from gpusafe_testkit.corpus import corpus_modules, ptxas
-from instrument import ptx
 
 MODULES = corpus_modules()
 
@@ -42,7 +42,7 @@ def test_ptxas_accepts_the_canonical_printing(corpus_module) -> None:
 
 
 def _forget_source_text(module: ptx.Module) -> ptx.Module:
-    from instrument.nodes import Block, Function
+    from gpusafe_instrument.nodes import Block, Function
 
     def strip(statements):
         for s in statements:

@@ -8,8 +8,8 @@ import functools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpusafe_instrument import ptx
 from gpusafe_testkit.corpus import corpus_modules
-from instrument import ptx
 
 
 @functools.cache

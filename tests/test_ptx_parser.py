@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from instrument import ptx
-from instrument.nodes import (
+from gpusafe_instrument import ptx
+from gpusafe_instrument.nodes import (
     Address,
     ArgumentList,
     Block,
@@ -479,7 +479,7 @@ def test_a_made_up_instruction_is_an_error_at_its_line_and_column(line: str,
 
 
 def test_every_isa_instruction_name_parses() -> None:
-    from instrument.isa import INSTRUCTIONS
+    from gpusafe_instrument.isa import INSTRUCTIONS
 
     body = "".join(f"\t{name}.b32 \t%r1, %r2;\n" for name in sorted(INSTRUCTIONS))
     module = ptx.parse(HEADER + "\n.visible .entry k()\n{\n" + body + "}\n")

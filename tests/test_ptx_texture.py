@@ -13,10 +13,9 @@ import re
 
 import pytest
 
-from gpusafe_testkit.corpus import nvrtc_compile, ptxas
-from instrument import ptx, query
-from instrument.checks import instrument
-from instrument.nodes import (
+from gpusafe_instrument import ptx, query
+from gpusafe_instrument.checks import instrument
+from gpusafe_instrument.nodes import (
     Address,
     Block,
     Function,
@@ -26,6 +25,7 @@ from instrument.nodes import (
     TextureOperand,
     Vector,
 )
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
 TEXTURES = r"""
 extern "C" __global__ void sample2d(float4* out, cudaTextureObject_t tex, int w, int h)

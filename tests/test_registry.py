@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpusafe.engine.callsite import program_site
 from gpusafe.engine.registry import Registry, State
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 BASE = 0x7F00_0000_0000
 

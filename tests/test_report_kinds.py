@@ -1,4 +1,4 @@
-"""The violation kinds as one table (instrument/kinds.py): explicit device
+"""The violation kinds as one table (gpusafe_instrument/kinds.py): explicit device
 codes that never move, and the facts every output reads from it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gpusafe.report import SCHEMA_PATH, AllocationInfo, ReportBuilder, SourceLoc
 from gpusafe.report.describe import describe_allocation
 from gpusafe.report.sarif import to_sarif
 from gpusafe.report.terminal import render_text
-from instrument.kinds import KindFacts, ViolationKind, index_codes
+from gpusafe_instrument.kinds import KindFacts, ViolationKind, index_codes
 
 # The device runtime's PTX is built with these numbers: they are the ABI.
 DEVICE_CODES = {

@@ -30,7 +30,7 @@ from gpusafe.report import (
     ThreadId,
     Violation,
 )
-from instrument.kinds import AccessKind, ViolationKind
+from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 # -- folding -----------------------------------------------------------------
 

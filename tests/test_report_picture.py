@@ -16,7 +16,7 @@ from report_samples import buggy_report, write_sources
 from gpusafe.report import AllocationInfo, ReportBuilder, SourceLocation, Violation
 from gpusafe.report.picture import WIDTH, has_picture, picture
 from gpusafe.report.terminal import render_text
-from instrument.kinds import AccessKind, ViolationKind
+from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 BASE = 0x7F0000001000
 

@@ -13,7 +13,7 @@ from report_samples import OOB_LINE, buggy_report, clean_report
 
 from gpusafe.report import ReportBuilder, SourceLocation
 from gpusafe.report.sarif import SARIF_SCHEMA_URI, file_uri, render, to_sarif
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 SCHEMA_FILE = Path(__file__).parent / "data" / "sarif-2.1.0.schema.json"
 SCHEMA_SHA256 = "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"

@@ -38,7 +38,7 @@ def test_schema_documents_the_optional_kernel_lists() -> None:
 
 
 def test_schema_kinds_are_the_violation_kinds() -> None:
-    from instrument.kinds import ViolationKind
+    from gpusafe_instrument.kinds import ViolationKind
 
     schema = json.loads(SCHEMA_PATH.read_text())
     kinds = schema["$defs"]["violation"]["properties"]["kind"]["enum"]

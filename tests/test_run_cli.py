@@ -247,7 +247,7 @@ def test_allocation_table_is_uploaded_again_only_after_a_change(tmp_path: Path) 
 def test_ptx_gpusafe_cannot_instrument_is_a_tool_error_not_a_pass(tmp_path: Path) -> None:
     # an instrumented module cannot be instrumented again: gpusafe refuses it
     body = """\
-    from instrument.checks import instrument
+    from gpusafe_instrument.checks import instrument
     twice = instrument(ptx).ptx
     mod2 = check(driver.cuModuleLoadData(twice.encode()))
     """

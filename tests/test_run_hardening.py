@@ -212,3 +212,55 @@ def test_a_kernel_that_never_ends_is_stopped_and_named(tmp_path) -> None:
     assert rc == 2, out
     assert doc["faults"][0]["kernel"] == "spin"
     assert "kernel spin never finished" in out
+
+
+def test_the_program_imports_its_own_modules_and_sees_only_the_start_up_hook(tmp_path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gpusafe.process.start import BOOT_DIR
+
+    (tmp_path / "instrument.py").write_text("WHO = 'the program'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("WHO = 'the program'\n")
+    app = _program(tmp_path, """\
+    import json, os
+    import instrument, tests
+    ptx = compile_to_ptx('extern "C" __global__ void k(int* p) { p[threadIdx.x + 1] = 0; }',
+                         "k.cu")
+    fn = check(driver.cuModuleGetFunction(check(driver.cuModuleLoadData(ptx.encode())), b"k"))
+    out = check(driver.cuMemAlloc(4))
+    arg = np.array([int(out)], dtype=np.uint64)
+    params = np.array([arg.ctypes.data], dtype=np.uint64)
+    check(driver.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, params.ctypes.data, 0))
+    check(driver.cuCtxSynchronize())
+    own = {name: getattr(sys.modules[name], "__file__", None)
+           for name in sys.modules if name.split(".")[0] in ("gpusafe", "gpusafe_instrument")}
+    json.dump({"who": [instrument.WHO, tests.WHO], "path": sys.path, "own": own,
+               "gpusafe": "gpusafe" in sys.modules}, open(os.environ["OUT"], "w"))
+    """)
+    # gpusafe as installed (no PYTHONPATH of ours), and the program run plainly
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    (tmp_path / "paths.py").write_text(
+        "import json, os, sys\njson.dump({'path': sys.path, 'gpusafe': 'gpusafe' in sys.modules},"
+        " open(os.environ['OUT'], 'w'))\n")
+    plain = subprocess.run([sys.executable, str(tmp_path / "paths.py")], cwd=tmp_path,
+                           capture_output=True, text=True,
+                           env=dict(env, OUT=str(tmp_path / "plain.json")))
+    assert plain.returncode == 0, plain.stderr
+    checked = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cpu",
+                              sys.executable, str(app)], cwd=tmp_path, capture_output=True,
+                             text=True, env=dict(env, OUT=str(tmp_path / "checked.json")))
+    assert checked.returncode == 86, checked.stdout + checked.stderr  # the kernel was checked
+    before = json.loads((tmp_path / "plain.json").read_text())
+    after = json.loads((tmp_path / "checked.json").read_text())
+    assert after["who"] == ["the program", "the program"]
+    samples = str(ROOT / "samples")  # the program's own sys.path.insert
+    assert [p for p in after["path"] if p not in (str(BOOT_DIR), samples)] == before["path"]
+    assert set(os.listdir(BOOT_DIR)) <= {"sitecustomize.py", "__pycache__"}
+    assert after["gpusafe"] and not before["gpusafe"]
+    assert all(Path(f).is_relative_to(ROOT) or "site-packages" in f
+               for f in after["own"].values() if f), after["own"]

@@ -39,7 +39,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

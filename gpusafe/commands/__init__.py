@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 from ..exitcodes import EXIT_TOOL_ERROR
 
 if TYPE_CHECKING:
-    from instrument import ptx
+    from gpusafe_instrument import ptx
 
 
 class CommandParser(argparse.ArgumentParser):

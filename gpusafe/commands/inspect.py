@@ -22,7 +22,7 @@ from ..exitcodes import EXIT_TOOL_ERROR
 from . import parse_error, read_input, tool_error
 
 if TYPE_CHECKING:
-    from instrument import ptx
+    from gpusafe_instrument import ptx
 
 PROG = "gpusafe inspect"
 
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     # The PTX front end loads in a tenth of a second: only this command pays for it.
-    from instrument import ptx
+    from gpusafe_instrument import ptx
 
     try:
         text = read_input(args.file)
@@ -77,7 +77,7 @@ def summarize(items: Iterable[ptx.Item], source: str) -> dict[str, Any]:
     each function its parameters, instruction count and memory instructions
     (by space, access and width).  ``items`` may come one at a time
     (``ptx.parse_items``): nothing of a function is kept once it is counted."""
-    from instrument import ptx  # with the PTX front end, as above
+    from gpusafe_instrument import ptx  # with the PTX front end, as above
 
     functions = []
     version: str | None = None
@@ -103,7 +103,7 @@ def summarize(items: Iterable[ptx.Item], source: str) -> dict[str, Any]:
 
 
 def _function_summary(fn: ptx.Function) -> dict[str, Any]:
-    from instrument import query
+    from gpusafe_instrument import query
 
     types = query.register_types(fn)
     counts: Counter[tuple[str, str, int]] = Counter()

@@ -22,7 +22,7 @@ from . import read_input, tool_error, write_output
 from .inspect import ptx_parse_failure
 
 if TYPE_CHECKING:
-    from instrument.checks import FunctionStats
+    from gpusafe_instrument.checks import FunctionStats
 
 PROG = "gpusafe instrument"
 
@@ -42,8 +42,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def cmd_instrument(args: argparse.Namespace) -> int:
     # The instrumenter loads in a third of a second: only this command pays for it.
-    from instrument import ptx
-    from instrument.checks import InstrumentError, instrument
+    from gpusafe_instrument import ptx
+    from gpusafe_instrument.checks import InstrumentError, instrument
 
     try:
         text = read_input(args.file)

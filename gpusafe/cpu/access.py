@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
-from instrument.kinds import AccessKind
+from gpusafe_instrument import nodes
+from gpusafe_instrument.kinds import AccessKind
 
 from .errors import IllegalAddress, MisalignedAddress
 from .events import MemoryEvent

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 from .control_ops import build_noop, guard_control
 from .decoded import DecodeError, Op

@@ -8,7 +8,7 @@ reach a call after the others.  A group at a call therefore waits for the
 runnable lanes of its frame that can still reach it (:mod:`gpusafe.cpu.calls`).
 
 "Can still reach" is answered on the function's control-flow graph from
-:func:`instrument.cfg.build` (the toolkit's one CFG, over the top-level
+:func:`gpusafe_instrument.cfg.build` (the toolkit's one CFG, over the top-level
 statements of the body) mapped onto the decoded ops: the back edges of a
 depth-first search from the entry (the back edges of loops, in structured
 code) are removed, what remains is acyclic, and a lane at PC ``p`` can still
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from instrument import cfg
+from gpusafe_instrument import cfg
 
 from .decoded import FunctionCode
 

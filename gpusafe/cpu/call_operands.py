@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 from .decoded import Binding, DecodeError
 from .decoder import DecodeContext

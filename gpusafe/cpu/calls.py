@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 from .call_gathering import gathering
 from .call_operands import CallOperand, call_operand, copy_in, copy_out

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 FRAME_PARAM_FLAG = 1 << 40
 """Set in a ``.param``-space address that names the frame's own per-lane param
@@ -72,7 +72,7 @@ class FunctionCode:
     ops: list[Op] = field(default_factory=list)
     op_of_statement: list[int] = field(default_factory=list)
     """Index of the first op of each top-level statement of the body (the
-    statement's place in :mod:`instrument.cfg`'s blocks), and one past the end."""
+    statement's place in :mod:`gpusafe_instrument.cfg`'s blocks), and one past the end."""
     reg_dtypes: list[np.dtype] = field(default_factory=list)
     reg_names: list[str] = field(default_factory=list)
     local_size: int = 0

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
-from instrument.query import param_layout
+from gpusafe_instrument import nodes
+from gpusafe_instrument.query import param_layout
 
 from .decoded import (
     FRAME_PARAM_FLAG,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 from .call_operands import CallOperand, arg_bytes
 from .decoded import DecodeError

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from instrument.kinds import AccessKind
+from gpusafe_instrument.kinds import AccessKind
 
 if TYPE_CHECKING:
-    from instrument.nodes import Instruction
+    from gpusafe_instrument.nodes import Instruction
 
 
 @dataclass(frozen=True)

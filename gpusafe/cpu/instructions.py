@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 from . import alu, barriers, calls, control_ops, mbarrier, memory_ops, warp_ops
 from .decoded import DecodeError, Op

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
-from instrument.kinds import AccessKind
+from gpusafe_instrument import nodes
+from gpusafe_instrument.kinds import AccessKind
 
 from .access import load, plan, store
 from .atomics import atomic_update

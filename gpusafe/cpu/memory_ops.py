@@ -1,7 +1,7 @@
 """Memory instructions: ld, ldu, st, atom, red, cvta, isspacep, cp.async.
 
 What a load, store or atomic accesses (state space, access kind, bytes per
-lane, address operand) is :func:`instrument.query.memory_access`'s answer,
+lane, address operand) is :func:`gpusafe_instrument.query.memory_access`'s answer,
 the same the instrumenter checks; this module adds only what executing needs
 (the element type and vector length that make up the width, the atomic
 operation, a cache-policy operand) and refuses any modifier whose meaning it
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
-from instrument.kinds import AccessKind
-from instrument.query import (
+from gpusafe_instrument import nodes
+from gpusafe_instrument.kinds import AccessKind
+from gpusafe_instrument.query import (
     STATE_SPACES,
     MemoryAccess,
     Unsupported,
@@ -348,7 +348,7 @@ def build_cp_async(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
     """``cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size |
     ignore-src}``: done at once (``cp.async.mbarrier.arrive`` is
     :mod:`gpusafe.cpu.mbarrier`'s).  What it reads is the query layer's answer
-    (:func:`instrument.query.instruction_accesses`), the one the instrumenter
+    (:func:`gpusafe_instrument.query.instruction_accesses`), the one the instrumenter
     checks: with a src-size only that many bytes are read, none with the
     ignore-src predicate true; the rest of the cp-size destination is zeros."""
     mods = instr.modifiers  # ("async", ...)

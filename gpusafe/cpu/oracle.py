@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from instrument.kinds import AccessKind, ViolationKind
+from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .events import LaunchInfo, MemoryEvent, ObserverBase
 from .memory import NULL_PAGE, ArenaAllocation, DeviceMemory

@@ -21,8 +21,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from instrument import nodes, ptx
-from instrument.query import ParamSlot, param_layout
+from gpusafe_instrument import nodes, ptx
+from gpusafe_instrument.query import ParamSlot, param_layout
 
 from .decoded import Binding, FunctionCode, ModuleSymbols, align_up
 from .decoder import decode_function

@@ -1,6 +1,6 @@
 """numpy dtypes of PTX types, derived from the toolkit's one type table.
 
-``instrument.nodes.SCALAR_SIZES`` says what PTX types exist and how many bytes
+``gpusafe_instrument.nodes.SCALAR_SIZES`` says what PTX types exist and how many bytes
 each holds; the CPU device only adds how a register of each type is held in
 numpy (docs/cpu-device.md, "ALU contract"): integers by signedness and size,
 ``f16``/``f32``/``f64`` as numpy floats, every other type as its raw bits
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from instrument.nodes import SCALAR_SIZES
+from gpusafe_instrument.nodes import SCALAR_SIZES
 
 PACKED_INTEGER_SIZES: dict[str, int] = {"u16x2": 4, "s16x2": 4}
 """Packed pairs of 16-bit integers (the SIMD forms of ``min``/``max``/``add``

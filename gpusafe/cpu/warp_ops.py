@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument import nodes
+from gpusafe_instrument import nodes
 
 from .decoded import DecodeError, Op
 from .decoder import DecodeContext, guard_simple

@@ -19,9 +19,9 @@ import os
 import tempfile
 from pathlib import Path
 
-import instrument as _instrument_package
-from instrument.runtime import runtime_text
-from instrument.sites import SiteTable
+import gpusafe_instrument as _instrument_package
+from gpusafe_instrument.runtime import runtime_text
+from gpusafe_instrument.sites import SiteTable
 
 from .. import __version__
 

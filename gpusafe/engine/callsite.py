@@ -9,7 +9,7 @@ from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 # Frames inside these directories are the tool's, never the program's own call site.
-_OWN_DIRS = (str(_PACKAGE) + os.sep, str(_PACKAGE.parent / "instrument") + os.sep)
+_OWN_DIRS = (str(_PACKAGE) + os.sep, str(_PACKAGE.parent / "gpusafe_instrument") + os.sep)
 
 
 def _is_foreign(filename: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from cuda.bindings.driver import CUresult
 
-from instrument import host
+from gpusafe_instrument import host
 
 from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack

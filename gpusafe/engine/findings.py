@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from instrument.host import DeviceViolation
+from gpusafe_instrument.host import DeviceViolation
 
 from ..report import AllocationInfo, ReportBuilder, SourceLocation
 from .registry import Allocation, HostViolation, Registry

@@ -4,7 +4,7 @@ Before the launch, :meth:`LaunchPipeline.prepare` places in device memory the
 allocation table (uploaded again only when it changed), an empty violation
 buffer (only its header is written: the records past ``count`` are never
 read) and the launch context (each pointer root's bounds and every check
-slot's limit, ``instrument/host.py``), and gives the parameter buffer of the
+slot's limit, ``gpusafe_instrument/host.py``), and gives the parameter buffer of the
 instrumented kernel: the program's own parameters and the hidden context
 pointer.  After it, :meth:`LaunchPipeline.collect` reads the violation records
 back (the header, then only the records it counts) and keeps the launch's
@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 from cuda.bindings.driver import CUresult
 
-from instrument import host, layout
-from instrument.host import AllocationRecord, DeviceViolation
-from instrument.sites import SiteTable
+from gpusafe_instrument import host, layout
+from gpusafe_instrument.host import AllocationRecord, DeviceViolation
+from gpusafe_instrument.sites import SiteTable
 
 VIOLATION_CAPACITY = 4096
 """Violation records one launch keeps; more are counted as dropped."""

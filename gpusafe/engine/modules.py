@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from instrument.checks import InstrumentError, instrument
-from instrument.parser import ParseError
-from instrument.sites import KernelInfo, SiteTable
+from gpusafe_instrument.checks import InstrumentError, instrument
+from gpusafe_instrument.parser import ParseError
+from gpusafe_instrument.sites import KernelInfo, SiteTable
 
 from ..cudaapi import images
 from . import cache

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 DEFAULT_PADDING = 256
 """Red-zone bytes after each allocation; a multiple of the driver's 256-byte

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"
-SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGES_HOME = Path(__file__).resolve().parent.parent.parent
+"""The folder holding this gpusafe's packages (the checkout, or site-packages)."""
 
 _PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?(\.exe)?$")
 
@@ -93,10 +94,14 @@ def choose_device(requested: str) -> tuple[str, str, str]:
 
 def child_environment(session_dir: Path, options: dict) -> dict[str, str]:
     env = dict(os.environ)
-    paths = [str(BOOT_DIR), str(SOURCE_ROOT)]
+    # Only the start-up hook's folder (which holds nothing else) joins the
+    # program's import path; the hook finds gpusafe's own packages by name in
+    # GPUSAFE_HOME, so the program's modules are never shadowed by ours.
+    paths = [str(BOOT_DIR)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["GPUSAFE_HOME"] = str(PACKAGES_HOME)
     env["GPUSAFE_SESSION"] = str(session_dir)
     env["GPUSAFE_OPTIONS"] = json.dumps(options)
     return env

@@ -8,7 +8,7 @@ In data-flow order:
 - :mod:`.suppressions`: the suppressions file format, and leaving out the
   entries it matches before anything is rendered or an exit status decided.
 - :mod:`.describe`: the words for where an address lies and what was
-  attempted (a kind's own words are its facts, :mod:`instrument.kinds`).
+  attempted (a kind's own words are its facts, :mod:`gpusafe_instrument.kinds`).
 - :mod:`.display`: what a person is shown of a report's strings (paths by
   one rule, control characters escaped); :mod:`.picture`: the map of an
   access against its allocation.

@@ -3,12 +3,12 @@
 Terminal, SARIF and JUnit all describe a violation with these sentences, so a
 finding reads the same wherever it is met. What a kind itself is called and
 means (its title, meaning and remedy) lives with the kind, in
-:mod:`instrument.kinds`.
+:mod:`gpusafe_instrument.kinds`.
 """
 
 from __future__ import annotations
 
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 from .model import AllocationInfo, Violation, dim3, hex_address
 

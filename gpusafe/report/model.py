@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from instrument.kinds import AccessKind, ViolationKind
+from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
 from ..exitcodes import EXIT_VIOLATIONS

@@ -21,7 +21,7 @@ not red-zone membership.
 
 from __future__ import annotations
 
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 from .model import Violation
 

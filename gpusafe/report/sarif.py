@@ -1,7 +1,7 @@
 """The report as SARIF 2.1.0, for code-scanning dashboards and IDEs.
 
 One rule per violation kind (rule id = kind string; its descriptions and
-level are the kind's facts, :mod:`instrument.kinds`). Each result is an
+level are the kind's facts, :mod:`gpusafe_instrument.kinds`). Each result is an
 ``error`` (its kind's level) at the source line (or, with no line info, a logical location naming
 the kernel), with the allocation site, and the free site where there is one,
 as related locations; the occurrence count, the first offending threads and
@@ -16,7 +16,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 from urllib.parse import quote
 
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 from .describe import message
 from .display import with_display_paths

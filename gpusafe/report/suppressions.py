@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 
-from instrument.kinds import ViolationKind
+from gpusafe_instrument.kinds import ViolationKind
 
 from .display import display_path
 from .model import Report, SourceLocation, Summary, Violation

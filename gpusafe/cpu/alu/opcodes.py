@@ -2,7 +2,7 @@
 (``Decoded``) and the ALU's view of PTX types.
 
 The types are the CPU device's one table (:mod:`gpusafe.cpu.ptx_types`,
-itself derived from ``instrument.nodes``); the ALU only says which of them
+itself derived from ``gpusafe_instrument.nodes``); the ALU only says which of them
 are ALU register types and adds ``cc``, the carry flag.
 """
 

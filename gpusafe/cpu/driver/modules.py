@@ -17,7 +17,7 @@ from typing import Any
 
 from cuda.bindings.driver import CUdeviceptr, CUfunction, CUjit_option, CUmodule, CUresult
 
-from instrument.ptx import ParseError
+from gpusafe_instrument.ptx import ParseError
 
 from ...cudaapi import args as _args
 from ...cudaapi import images as _images

@@ -2,7 +2,7 @@
 
 Launch context convention: every checked ``.entry`` gets one hidden trailing
 ``.u64`` parameter (``__gpusafe_ctx``) holding the address of the launch
-context (``instrument/layout.py``); every ``.func`` defined in the module that
+context (``gpusafe_instrument/layout.py``); every ``.func`` defined in the module that
 checks an access, or calls one that does, gets the same trailing parameter and
 each of its call sites passes the caller's; after it, two parameters for each
 pointer parameter that carries the window of a caller's local variable

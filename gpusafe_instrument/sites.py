@@ -6,7 +6,7 @@ instruction, the CUDA source location from ``.loc``, the instruction text, the
 access kind, width and state space, and how the check was made (its
 provenance).  ``kernels`` describes each instrumented kernel's launch ABI: the
 pointer roots the host must resolve into the launch context and the check
-slots whose limits it computes (see ``instrument/layout.py``); ``unchecked``
+slots whose limits it computes (see ``gpusafe_instrument/layout.py``); ``unchecked``
 names the kernels the pass left as they were, and why.
 
 Plain data, JSON-serialisable both ways (:meth:`SiteTable.to_json` /

@@ -6,7 +6,7 @@ around one launch of an instrumented kernel:
 1. :func:`allocation_table` packs the allocation records, sorted by base;
 2. :func:`context_bytes` resolves each pointer root of the kernel (from the
    packed kernel parameters) to its allocation and computes every check
-   slot's limit (``instrument/layout.py``), giving the launch context;
+   slot's limit (``gpusafe_instrument/layout.py``), giving the launch context;
 3. :func:`violation_buffer` gives an empty violation buffer;
 4. :func:`kernel_params` appends the hidden parameter to the packed
    parameters: the context's address (one trailing ``.u64``);

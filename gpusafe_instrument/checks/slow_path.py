@@ -39,7 +39,7 @@ from .planning import Access, Mode
 def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
     """The code at label ``slow``: back to ``do`` to perform the access, or on
     to ``skip`` (after the instruction) without it; printed at once (one
-    :class:`~instrument.nodes.Verbatim`: nothing later looks into it)."""
+    :class:`~gpusafe_instrument.nodes.Verbatim`: nothing later looks into it)."""
     a = acc.access
     instr = acc.instr
     plan = em.plan

@@ -1,4 +1,4 @@
-"""The public face of the PTX front end: ``from instrument import ptx``.
+"""The public face of the PTX front end: ``from gpusafe_instrument import ptx``.
 
 ``ptx.parse(text) -> Module``, ``ptx.parse_items(text)`` (the items one at a
 time), ``ptx.emit(module) -> str`` and ``ptx.ParseError``; the node classes

@@ -2,11 +2,11 @@
 
 Built on the query layer's answer (``query.instruction_accesses``: space,
 kind, width, address) and the provenance of the address
-(``instrument.provenance``):
+(``gpusafe_instrument.provenance``):
 
 * **root**: derived from a kernel pointer parameter, checked against a limit
   the host computes per launch (a *check slot*: roots checked together, an end
-  offset, an alignment; ``instrument/layout.py``);
+  offset, an alignment; ``gpusafe_instrument/layout.py``);
 * **window**: derived from a ``.shared``/``.local``/``.global`` variable,
   checked against the variable's extent; **static** when a constant offset is
   in bounds (no check);
@@ -19,7 +19,7 @@ kind, width, address) and the provenance of the address
   memory (only alignment can be checked); **none**: a byte access there.
 
 Every checked access gets a site in the site table.  An instruction the pass
-cannot check raises :class:`~instrument.checks.outcome.CannotCheck`.
+cannot check raises :class:`~gpusafe_instrument.checks.outcome.CannotCheck`.
 """
 
 from __future__ import annotations

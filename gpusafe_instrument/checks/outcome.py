@@ -74,5 +74,5 @@ class InstrumentResult:
     stats: dict[str, FunctionStats]
     module: Module
     """The checked module; the functions the pass rewrote hold their body as
-    its printed text (:class:`~instrument.nodes.Verbatim` pieces): parse
+    its printed text (:class:`~gpusafe_instrument.nodes.Verbatim` pieces): parse
     ``ptx`` for their statements."""

@@ -1,6 +1,6 @@
 """Pointer provenance: where each address a function dereferences came from.
 
-A forward dataflow analysis over the CFG (``instrument.cfg``) to a fixed
+A forward dataflow analysis over the CFG (``gpusafe_instrument.cfg``) to a fixed
 point.  Each register holds an abstract value:
 
 * :class:`Ptr`: an address derived from a *root* — a kernel pointer parameter
@@ -9,7 +9,7 @@ point.  Each register holds an abstract value:
   ``.global``/``.shared``/``.local`` variable (:class:`VarRoot`; an unsized
   ``extern .shared`` array is dynamic shared memory) or a device function's
   8-byte parameter (:class:`ArgRoot`: where it points is for its callers to
-  say, see ``instrument/checks/arguments.py``).  It records the space the
+  say, see ``gpusafe_instrument/checks/arguments.py``).  It records the space the
   value addresses, its offset from the root when that is exactly
   ``register + constant``, and the power of two the offset is known to be a
   multiple of (for alignment checks that need no instruction).

@@ -1,4 +1,4 @@
-"""PTX parser: text to the syntax tree of ``instrument.nodes``.
+"""PTX parser: text to the syntax tree of ``gpusafe_instrument.nodes``.
 
 Built for speed on compiler output, where most statements are one-line
 instructions: a single regular expression recognises such a line and its
