@@ -9,9 +9,9 @@ the oracle on the CPU device.
   sites.  A bad destination skips the copy; a bad source copies zeros, as a
   bad load yields zero.
 * ``cp.async.bulk`` (non-tensor): both ranges, ``size`` bytes each, checked
-  by the runtime (the size is a register).  The CPU device does not run bulk
-  copies, so they are tested through instrumentation, the site table and
-  ptxas for sm_90.
+  by the runtime (the size is a register); a refused copy still completes its
+  mbarrier transaction, so the waiting threads go on.  Tested through the site
+  table and ptxas for sm_90, and run against the oracle on the CPU device.
 """
 
 from __future__ import annotations
@@ -399,3 +399,88 @@ def test_a_refused_bulk_copy_still_completes_its_mbarrier_transaction(bulk):
 
 def test_ptxas_accepts_the_checked_bulk_copies_for_sm_90(bulk):
     ptxas(bulk.ptx, "sm_90")
+
+
+STAGED = r"""
+__device__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+extern "C" __global__ void stage(float* out, const float* in, unsigned bytes)
+{
+    __shared__ alignas(16) float tile[256];
+    __shared__ alignas(8) unsigned long long bar;
+    unsigned b = smem(&bar);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+        asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }"
+                     :: "r"(b), "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1], %2, [%3];"
+                     :: "r"(smem(tile)), "l"(in), "r"(bytes), "r"(b) : "memory");
+    }
+    __syncthreads();
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;"
+                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(b) : "memory");
+    out[threadIdx.x] = tile[threadIdx.x] * 2.0f;
+}
+
+extern "C" __global__ void publish(float* out, unsigned bytes)
+{
+    __shared__ alignas(16) float tile[256];
+    tile[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                     :: "l"(out), "r"(smem(tile)), "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
+}
+"""
+
+
+def _staged(kernel: str, args: list):
+    return run_both(STAGED, kernel, (1, 1, 1), (256, 1, 1), args, arch="compute_90")
+
+
+def test_a_bulk_copy_into_shared_memory_runs_and_completes_its_mbarrier():
+    o = _staged("stage", [Buf(np.zeros(256, np.float32)), Buf(f32(256)), np.uint32(1024)])
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+    assert np.array_equal(np.frombuffer(o.checked_out[0], np.float32), 2 * f32(256))
+
+
+def test_a_bulk_copy_reading_past_its_source_is_caught_and_still_releases_the_waiters():
+    o = _staged("stage", [Buf(np.zeros(256, np.float32)), Buf(f32(252)), np.uint32(1024)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert o.device == o.oracle and len(o.device) == 1  # one copy, by thread 0
+
+
+def test_a_bulk_copy_out_to_global_memory_runs_and_a_short_destination_is_caught():
+    o = _staged("publish", [Buf(np.zeros(256, np.float32)), np.uint32(1024)])
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+    assert np.array_equal(np.frombuffer(o.checked_out[0], np.float32), f32(256))
+    short = _staged("publish", [Buf(np.zeros(128, np.float32)), np.uint32(1024)])
+    assert kinds(short) == {"global-out-of-bounds"} and short.device == short.oracle
+
+
+def test_a_tensor_map_copy_is_refused_by_name_on_the_cpu_device():
+    from gpusafe.cpu.errors import UnsupportedInstruction
+    from gpusafe.cpu.memory import DeviceMemory
+    from gpusafe.cpu.program import Program
+
+    text = (".version 8.0\n.target sm_90\n.address_size 64\n"
+            ".visible .entry k(.param .u64 m)\n{\n\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<2>;\n"
+            "\tld.param.u64 %rd1, [m];\n"
+            "\tcp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
+            " [%r1], [%rd1, {%r2}], [%r1];\n\tret;\n}\n")
+    with pytest.raises(UnsupportedInstruction, match="PTX line 9: cp.async.bulk.tensor.*tensor map"):
+        Program(text, DeviceMemory()).launch("k", (1, 1, 1), (1, 1, 1), 0,
+                                             np.zeros(8, np.uint8).tobytes())
+
+
+def test_ptxas_accepts_the_checked_nvrtc_bulk_copies_for_sm_90():
+    ptxas(instrument(nvrtc_compile(STAGED, "k.cu", "compute_90", ())).ptx, "sm_90")

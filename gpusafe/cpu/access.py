@@ -204,9 +204,10 @@ def load(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
 
 
 def store(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
-          addrs: np.ndarray, dtype: np.dtype, values: np.ndarray) -> None:
+          addrs: np.ndarray, dtype: np.dtype, values: np.ndarray, align: int = 0) -> None:
     count = 1 if values.ndim == 1 else values.shape[1]
-    parts = plan(fr, instr, act, nact, space, addrs, dtype.itemsize * count, AccessKind.WRITE)
+    parts = plan(fr, instr, act, nact, space, addrs, dtype.itemsize * count, AccessKind.WRITE,
+                 align)
     for p in parts:
         v = values if p.pos is None else values[p.pos]
         _scatter(p.buffer, p.offsets, dtype, v)

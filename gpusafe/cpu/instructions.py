@@ -16,7 +16,7 @@ import numpy as np
 
 from gpusafe_instrument import nodes
 
-from . import alu, barriers, calls, control_ops, mbarrier, memory_ops, warp_ops
+from . import alu, barriers, bulk_copy, calls, control_ops, mbarrier, memory_ops, warp_ops
 from .decoded import DecodeError, Op
 from .decoder import Builder, DecodeContext, guard_simple, pack_reader, unpack_writer
 from .frames import Frame
@@ -38,6 +38,8 @@ def _cp(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         raise DecodeError("only cp.async is supported")
     if mods[1:2] == ("mbarrier",):
         return mbarrier.build_cp_async_mbarrier_arrive(ctx, instr)
+    if mods[1:2] == ("bulk",):
+        return bulk_copy.build_cp_async_bulk(ctx, instr)
     return memory_ops.build_cp_async(ctx, instr)
 
 

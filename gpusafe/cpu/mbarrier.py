@@ -91,24 +91,36 @@ def _address(ctx: DecodeContext, instr: nodes.Instruction,
 
 def _rmw(ctx: DecodeContext, instr: nodes.Instruction, space: str, addr: Any, update: Any,
          sources: list, write: Any) -> Op:
-    dtype = np.dtype(np.uint64)
-
     def run(fr: Frame, act: Any, nact: int) -> None:
-        addrs = addr(fr, act, nact)
-        args = [np.ascontiguousarray(s(fr, act, nact), dtype=dtype) for s in sources]
-        parts = plan(fr, instr, act, nact, space, addrs, 8, AccessKind.ATOMIC)
-        old = np.zeros(nact, dtype=dtype)
-        for p in parts:
-            sub = args if p.pos is None else [a[p.pos] for a in args]
-            o = atomic_update(p.buffer.view(dtype), p.offsets >> 3, sub, update, None)
-            if p.pos is None:
-                old = o
-            else:
-                old[p.pos] = o
+        args = [s(fr, act, nact) for s in sources]
+        old = apply(fr, instr, act, nact, space, addr(fr, act, nact), update, args)
         if write is not None:
             write(fr, act, old)
 
     return guard_simple(ctx, instr, Op(True, run, instr))
+
+
+def apply(fr: Frame, instr: nodes.Instruction, act: Any, nact: int, space: str,
+          addrs: np.ndarray, update: Any, args: list[np.ndarray]) -> np.ndarray:
+    """Update the mbarrier objects at ``addrs`` atomically, in lane order; the
+    objects as they were (the state tokens)."""
+    dtype = np.dtype(np.uint64)
+    args = [np.ascontiguousarray(a, dtype=dtype) for a in args]
+    parts = plan(fr, instr, act, nact, space, addrs, 8, AccessKind.ATOMIC)
+    old = np.zeros(nact, dtype=dtype)
+    for p in parts:
+        sub = args if p.pos is None else [a[p.pos] for a in args]
+        o = atomic_update(p.buffer.view(dtype), p.offsets >> 3, sub, update, None)
+        if p.pos is None:
+            old = o
+        else:
+            old[p.pos] = o
+    return old
+
+
+def complete_tx() -> Any:
+    """The update of ``mbarrier.complete_tx``: what a bulk copy does on its end."""
+    return _tx_update(-1)
 
 
 def build_mbarrier(ctx: DecodeContext, instr: nodes.Instruction) -> Op:

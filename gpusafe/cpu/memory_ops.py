@@ -352,8 +352,6 @@ def build_cp_async(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
     checks: with a src-size only that many bytes are read, none with the
     ignore-src predicate true; the rest of the cp-size destination is zeros."""
     mods = instr.modifiers  # ("async", ...)
-    if "bulk" in mods:
-        raise DecodeError("cp.async.bulk (tensor memory accelerator)")
     if len(mods) > 1 and mods[1] in ("commit_group", "wait_group", "wait_all"):
         def nothing(fr: Frame, act: Any, nact: int) -> None:
             pass
