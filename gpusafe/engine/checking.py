@@ -22,7 +22,7 @@ from gpusafe_instrument import host
 from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack
 from .findings import Findings
-from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline
+from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline, MappedHostMemory
 from .modules import LoadPlan, ModuleInfo, Modules
 from .registry import (
     DEFAULT_PADDING,
@@ -63,8 +63,12 @@ class Engine:
         self.policy = policy
         self.registry = Registry(policy.padding, policy.quarantine)
         self.modules = Modules(policy.kernel_filter)
-        self.pipeline = LaunchPipeline(backend.record_memory or DriverMemory(self.driver))
-        self._records_survive_faults = backend.record_memory is not None
+        if backend.record_memory is not None:  # one memory, outside every context
+            self.pipeline = LaunchPipeline(backend.record_memory)
+        else:  # the violation records outside the context, so that a fault keeps them
+            self.pipeline = LaunchPipeline(DriverMemory(self.driver),
+                                           records=MappedHostMemory(self.driver))
+        self._outlives_contexts = backend.record_memory is not None
         self._pending: list[Launch] = []
         self._lock = threading.RLock()
 
@@ -137,7 +141,7 @@ class Engine:
         of gpusafe's own lives in it (records kept outside every context
         stay)."""
         self.drain()
-        if not self._records_survive_faults:
+        if not self._outlives_contexts:
             self.pipeline.forget_table()
 
     def context_destroyed(self, context: int) -> None:
@@ -266,9 +270,6 @@ class Engine:
     def _failed(self, launch: Launch, error: Any) -> None:
         """A launch that did not run, or ended in a device fault: what it
         recorded before the fault is still reported, and so is the fault."""
-        if not self._records_survive_faults:
-            self.pipeline.release(launch)
-            return
         records, dropped = self.pipeline.collect(launch)
         self.findings.device_records(launch.kernel, records, dropped, self.registry)
         if error in _FAULTS:

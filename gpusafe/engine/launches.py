@@ -15,11 +15,16 @@ The pipeline works on any device memory with ``alloc``/``write``/``read``/
 ``free``: the driver-backed memory of ``gpusafe run`` (:class:`DriverMemory`),
 or a CPU device's memory directly (the differential tests and the overhead
 benchmark).  Both go through this code, so what the tests prove is what users
-run.
+run.  The violation buffers may live in a memory of their own: on a GPU they
+are pinned host memory mapped into the device (:class:`MappedHostMemory`), so
+that the records a kernel wrote before a fault killed its context can still
+be read.
 """
 
 from __future__ import annotations
 
+import bisect
+import ctypes
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -81,6 +86,57 @@ class DriverMemory:
         self._driver.cuMemFree(address)
 
 
+class MappedHostMemory:
+    """Pinned host memory mapped into the device's address space
+    (``cuMemHostAlloc`` with ``DEVICEMAP``): the kernel writes its violation
+    records there and the host reads them as plain memory, which still works
+    after a device fault has made the context's error sticky and every copy
+    out of the device fail."""
+
+    _FLAGS = 0x1 | 0x2  # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+
+    def __init__(self, driver: Any) -> None:
+        self._driver = driver
+        self._ok = CUresult.CUDA_SUCCESS
+        self._bases: list[int] = []  # device addresses, sorted
+        self._blocks: dict[int, tuple[int, int]] = {}  # device address -> (host address, size)
+
+    def alloc(self, size: int) -> int:
+        size = max(size, 8)
+        err, host_ptr = self._driver.cuMemHostAlloc(size, self._FLAGS)
+        if err != self._ok:
+            raise DeviceMemoryError(f"gpusafe could not allocate {size} bytes of mapped host "
+                                    f"memory for its records: {err}")
+        err, device_ptr = self._driver.cuMemHostGetDevicePointer(host_ptr, 0)
+        if err != self._ok:
+            self._driver.cuMemFreeHost(host_ptr)
+            raise DeviceMemoryError(f"gpusafe could not map its record memory: {err}")
+        address = int(device_ptr)
+        bisect.insort(self._bases, address)
+        self._blocks[address] = (int(host_ptr), size)
+        return address
+
+    def _host(self, address: int, size: int) -> int:
+        i = bisect.bisect_right(self._bases, address) - 1
+        if i >= 0:
+            base = self._bases[i]
+            host_ptr, block = self._blocks[base]
+            if address + size <= base + block:
+                return host_ptr + address - base
+        raise DeviceMemoryError(f"{address:#x} (+{size}) is not in gpusafe's record memory")
+
+    def write(self, address: int, data: bytes) -> None:
+        ctypes.memmove(self._host(address, len(data)), bytes(data), len(data))
+
+    def read(self, address: int, size: int) -> bytes:
+        return ctypes.string_at(self._host(address, size), size)
+
+    def free(self, address: int) -> None:
+        host_ptr, _ = self._blocks.pop(address)
+        self._bases.remove(address)
+        self._driver.cuMemFreeHost(host_ptr)
+
+
 @dataclass
 class Launch:
     """One prepared launch of an instrumented kernel."""
@@ -89,7 +145,8 @@ class Launch:
     sites: SiteTable
     params: bytes  # the instrumented kernel's parameter buffer, hidden parameter included
     violations: int  # address of its violation buffer
-    buffers: list[tuple[int, int]] = field(default_factory=list)  # (address, size) it holds
+    # (memory, address, size) it holds; size -1: this launch's alone, never kept
+    buffers: list[tuple[DeviceMemoryPort, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -102,12 +159,15 @@ class _Table:
 class LaunchPipeline:
     """Prepares launches and reads their violation records back."""
 
-    def __init__(self, memory: DeviceMemoryPort, capacity: int = VIOLATION_CAPACITY) -> None:
+    def __init__(self, memory: DeviceMemoryPort, capacity: int = VIOLATION_CAPACITY, *,
+                 records: DeviceMemoryPort | None = None) -> None:
         self.memory = memory
+        self.records = records or memory  # where the violation buffers live
         self.capacity = capacity
         self._table: _Table | None = None
         self._retired: list[int] = []  # replaced table copies a launch in flight may read
-        self._spare: dict[int, list[int]] = {}  # size -> buffers a finished launch gave back
+        # (memory, size) -> buffers a finished launch gave back
+        self._spare: dict[tuple[int, int], list[int]] = {}
         self.table_uploads = 0
 
     def _upload(self, data: bytes) -> int:
@@ -116,13 +176,13 @@ class LaunchPipeline:
             self.memory.write(address, data)
         return address
 
-    def _buffer(self, launch: Launch, size: int, data: bytes) -> int:
-        """A buffer of ``size`` bytes for ``launch`` (a spare one when there
-        is one) starting with ``data``."""
-        spare = self._spare.get(size)
-        address = spare.pop() if spare else self.memory.alloc(size)
-        launch.buffers.append((address, size))
-        self.memory.write(address, data)
+    def _buffer(self, memory: DeviceMemoryPort, launch: Launch, size: int, data: bytes) -> int:
+        """A buffer of ``size`` bytes of ``memory`` for ``launch`` (a spare
+        one when there is one) starting with ``data``."""
+        spare = self._spare.get((id(memory), size))
+        address = spare.pop() if spare else memory.alloc(size)
+        launch.buffers.append((memory, address, size))
+        memory.write(address, data)
         return address
 
     def _table_for(self, records: Sequence[AllocationRecord], key: Hashable | None,
@@ -136,7 +196,7 @@ class LaunchPipeline:
         address = self._upload(host.allocation_table(ordered))
         self.table_uploads += 1
         if key is None:
-            launch.buffers.append((address, -1))  # this launch's alone: freed, never kept
+            launch.buffers.append((self.memory, address, -1))  # this launch's alone
         else:
             if self._table is not None:
                 self._retired.append(self._table.address)
@@ -153,12 +213,12 @@ class LaunchPipeline:
         try:
             table, ordered = self._table_for(records, table_key, launch)
             launch.violations = self._buffer(
-                launch, layout.violation_buffer_size(self.capacity),
+                self.records, launch, layout.violation_buffer_size(self.capacity),
                 layout.VIOLATION_BUFFER.pack(count=0, capacity=self.capacity, dropped=0))
             context = host.context_bytes(info, params, ordered, violations=launch.violations,
                                          table=table, table_len=len(ordered),
                                          dynamic_shared=dynamic_shared)
-            context_address = self._buffer(launch, len(context), context)
+            context_address = self._buffer(self.memory, launch, len(context), context)
         except BaseException:
             self.release(launch)
             raise
@@ -170,10 +230,10 @@ class LaunchPipeline:
         the launch's buffers (also when reading them fails)."""
         head_size = layout.VIOLATION_BUFFER.size
         try:
-            head = self.memory.read(launch.violations, head_size)
+            head = self.records.read(launch.violations, head_size)
             count = min(int(layout.VIOLATION_BUFFER.unpack(head)["count"]),  # type: ignore[arg-type]
                         self.capacity)
-            records = self.memory.read(launch.violations + head_size,
+            records = self.records.read(launch.violations + head_size,
                                        count * layout.VIOLATION_RECORD.size) if count else b""
         finally:
             self.release(launch)
@@ -182,11 +242,11 @@ class LaunchPipeline:
     def release(self, launch: Launch) -> None:
         """Give a launch's buffers back without reading them (a launch that
         failed): kept for the next launch, or freed if they were its alone."""
-        for address, size in launch.buffers:
+        for memory, address, size in launch.buffers:
             if size < 0:
-                self.memory.free(address)
+                memory.free(address)
             else:
-                self._spare.setdefault(size, []).append(address)
+                self._spare.setdefault((id(memory), size), []).append(address)
         launch.buffers.clear()
 
     def release_retired(self) -> None:
