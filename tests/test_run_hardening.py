@@ -47,6 +47,9 @@ def test_a_launch_that_faults_keeps_the_violations_found_before_the_fault(tmp_pa
     assert doc["faults"][0]["kernel"] == "write_then_assert"
     assert doc["faults"][0]["error"] == "CUDA_ERROR_ASSERT"
     assert not doc["faults"][0]["detail"].startswith("CUDA_ERROR_ASSERT")  # said once
+    # the source line of the failed assert, not only a line of the instrumented PTX
+    assert doc["faults"][0]["detail"].endswith("fault.cu:8)"), doc["faults"]
+    assert doc["faults"][0]["detail"].startswith("kernel write_then_assert: fault.cu:8: ")
     assert "device fault: kernel write_then_assert did not finish" in out
 
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 
 class DeviceError(Exception):
-    """A failure of a kernel launch on the CPU device."""
+    """A failure of a kernel launch on the CPU device.  ``ptx_line`` is the
+    line of the instruction that failed, where one did: the launch adds the
+    source line it was compiled from to the message (the PTX line alone
+    points into a module the user may never have seen, the instrumented one)."""
 
     result = "CUDA_ERROR_UNKNOWN"
+    ptx_line: int | None = None
 
 
 class TrapError(DeviceError):

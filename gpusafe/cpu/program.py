@@ -22,11 +22,11 @@ from typing import Any, TextIO
 import numpy as np
 
 from gpusafe_instrument import nodes, ptx
-from gpusafe_instrument.query import ParamSlot, param_layout
+from gpusafe_instrument.query import ParamSlot, located_instructions, param_layout
 
 from .decoded import Binding, FunctionCode, ModuleSymbols, align_up
 from .decoder import decode_function
-from .errors import LaunchConfigError, UnsupportedInstruction
+from .errors import DeviceError, LaunchConfigError, UnsupportedInstruction
 from .events import LaunchInfo, Observer
 from .frames import MAX_LOCAL_PER_THREAD, Launch, static_stack
 from .instructions import build
@@ -375,11 +375,29 @@ class Program(ModuleSymbols):
             o.kernel_begin(launch_info)
         try:
             run_launch(launch)
+        except DeviceError as e:
+            where = self.source_line(e.ptx_line) if e.ptx_line is not None else None
+            if where:
+                e.args = (f"{e} (source {where})",)
+            raise
         finally:
             for o in observers:
                 o.instructions(launch.count)
                 o.kernel_end(launch_info)
         return LaunchResult(instructions=launch.count)
+
+    @functools.cached_property
+    def _source_lines(self) -> dict[int, str]:
+        files = self.module.files
+        return {instr.line: f"{loc.file}:{loc.line}"
+                for fn in self.module.functions
+                for _, instr, loc in located_instructions(self.module, fn, files)
+                if loc is not None and loc.file}
+
+    def source_line(self, ptx_line: int) -> str | None:
+        """``file:line`` of the source the instruction at ``ptx_line`` was
+        compiled from (its ``.loc``), if the module says."""
+        return self._source_lines.get(ptx_line)
 
     def unload(self) -> None:
         """Free the module's variables; the program cannot launch afterwards."""

@@ -89,6 +89,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import DeviceError
 from .frames import ALL, BAR, CALL, CALLING, DONE, NO_PC, RUN, WARP, Chunk, Frame, Launch
 from .memory import LOCAL_STACK_BASE
 
@@ -187,6 +188,10 @@ def run_frame(fr: Frame, resume: tuple[Any, int, int] | None = None) -> bool:
                     act, nact, cur = schedule(fr, exclude=act)
                     stop = fr.stop
                     spins = 0
+    except DeviceError as e:
+        if e.ptx_line is None and 0 <= cur < len(ops) and ops[cur].instr is not None:
+            e.ptx_line = ops[cur].instr.line
+        raise
     finally:
         launch.count += count
 

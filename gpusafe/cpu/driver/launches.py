@@ -71,10 +71,11 @@ class LaunchCalls(FunctionCalls):
                 timeout=self.kernel_timeout)
         except DeviceError as e:
             res = CUresult[e.result]
+            detail = str(e) if str(e).startswith(f"kernel {fn.name}:") else f"{fn.name}: {e}"
             if res.name in _profile.STICKY_RESULTS:
                 ctx.sticky = res
-                ctx.sticky_detail = f"{fn.name}: {e}"
-            raise Fail(res, f"{fn.name}: {e}", e) from None
+                ctx.sticky_detail = detail
+            raise Fail(res, detail, e) from None
         self._last_launch = result
 
     @api(0)
