@@ -1,8 +1,8 @@
 """Instrumentation overhead: dynamic thread-instructions of the checked kernel
 over the plain one, on the CPU device, and the register-count change.
 
-    python bench/overhead.py               # instruction ratios (target <= 1.15)
-    python bench/overhead.py --registers   # ptxas -v over the whole corpus
+    python bench/overhead.py               # instruction ratios (target: geomean <= 1.10)
+    python bench/overhead.py --registers   # ptxas -v over the whole corpus, with occupancy
 
 Each benchmark kernel is CUDA C++ compiled with NVRTC (-O3, compute_75), run
 once plain and once instrumented with the same inputs; the outputs must be
@@ -26,7 +26,10 @@ from gpusafe.engine.launches import LaunchPipeline
 from gpusafe_instrument import host
 from gpusafe_instrument.checks import instrument
 
-TARGET = 1.15
+TARGET = 1.10
+"""The geometric mean of checked/plain instructions the issue asks for."""
+WORST = 1.5
+"""... and no kernel above this."""
 
 
 @dataclass
@@ -38,6 +41,7 @@ class Bench:
     block: tuple[int, int, int]
     args: list  # np.ndarray (a buffer), ("table", [indices of buffers]), or a numpy scalar
     shared: int = 0
+    arch: str = "compute_75"
 
 
 N = 4096
@@ -136,6 +140,186 @@ extern "C" __global__ void chase(float* out, const Node* const* lists, int steps
 ]
 
 
+
+def _csr(n: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random graph in CSR form: row offsets and column indices."""
+    counts = RNG.integers(1, 2 * degree, n)
+    row = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    col = RNG.integers(0, n, int(row[-1]), dtype=np.int32)
+    return row, col
+
+
+G = 1024
+ROW, COL = _csr(G, 4)
+FRONTIER = (RNG.random(G) < 0.1).astype(np.int32)
+H = 64  # the side of the 2D grids
+DIAG = np.eye(16, dtype=np.float32) * 16 + RNG.random((16, 16), np.float32)
+
+# In the style of the Rodinia suite (our own code): each kernel as its
+# benchmark's main kernel is written, at a size the CPU device runs quickly.
+BENCHES += [
+    Bench("bfs (rodinia)", r"""
+extern "C" __global__ void bfs(const int* row, const int* col, const int* frontier,
+                               int* visited, int* cost, int* next, int n)
+{
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n || !frontier[v]) return;
+    for (int e = row[v]; e < row[v + 1]; ++e) {
+        int u = col[e];
+        if (!visited[u]) { cost[u] = cost[v] + 1; next[u] = 1; }
+    }
+}""", "bfs", (G // 128, 1, 1), (128, 1, 1),
+          [ROW, COL, FRONTIER, FRONTIER.copy(), np.zeros(G, np.int32), np.zeros(G, np.int32),
+           np.int32(G)]),
+    Bench("hotspot (rodinia)", r"""
+extern "C" __global__ void hotspot(float* out, const float* temp, const float* power, int rows,
+                                   int cols, float cap, float rx, float ry, float rz, float amb)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r >= rows || c >= cols) return;
+    int i = r * cols + c;
+    float t = temp[i];
+    float n = r > 0 ? temp[i - cols] : t, s = r < rows - 1 ? temp[i + cols] : t;
+    float w = c > 0 ? temp[i - 1] : t, e = c < cols - 1 ? temp[i + 1] : t;
+    out[i] = t + cap * (power[i] + (n + s - 2.f * t) * ry + (e + w - 2.f * t) * rx
+                        + (amb - t) * rz);
+}""", "hotspot", (H // 16, H // 16, 1), (16, 16, 1),
+          [np.zeros(H * H, np.float32), RNG.random(H * H, np.float32),
+           RNG.random(H * H, np.float32), np.int32(H), np.int32(H), np.float32(0.5),
+           np.float32(0.1), np.float32(0.1), np.float32(0.05), np.float32(80.0)]),
+    Bench("srad (rodinia)", r"""
+extern "C" __global__ void srad(float* coeff, float* dn, float* ds, float* dw, float* de,
+                                const float* img, int rows, int cols, float q0sqr)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r >= rows || c >= cols) return;
+    int i = r * cols + c;
+    float j = img[i];
+    float n = img[(r > 0 ? r - 1 : 0) * cols + c] - j;
+    float s = img[(r < rows - 1 ? r + 1 : r) * cols + c] - j;
+    float w = img[r * cols + (c > 0 ? c - 1 : 0)] - j;
+    float e = img[r * cols + (c < cols - 1 ? c + 1 : c)] - j;
+    float g2 = (n * n + s * s + w * w + e * e) / (j * j);
+    float l = (n + s + w + e) / j;
+    float num = 0.5f * g2 - 0.0625f * l * l, den = 1.f + 0.25f * l;
+    float q = num / (den * den);
+    float k = 1.f / (1.f + (q - q0sqr) / (q0sqr * (1.f + q0sqr)));
+    dn[i] = n; ds[i] = s; dw[i] = w; de[i] = e;
+    coeff[i] = k < 0.f ? 0.f : (k > 1.f ? 1.f : k);
+}""", "srad", (H // 16, H // 16, 1), (16, 16, 1),
+          [np.zeros(H * H, np.float32) for _ in range(5)]
+          + [1.0 + RNG.random(H * H, np.float32), np.int32(H), np.int32(H),
+             np.float32(0.05)]),
+    Bench("needleman-wunsch (rodinia)", r"""
+extern "C" __global__ void nw_diagonal(int* score, const int* ref, int n, int diag, int penalty)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    int j = diag - i;
+    if (i > n || j < 1 || j > n) return;
+    int w = n + 1;
+    int m = score[(i - 1) * w + j - 1] + ref[(i - 1) * n + j - 1];
+    int d = score[(i - 1) * w + j] - penalty, l = score[i * w + j - 1] - penalty;
+    score[i * w + j] = max(m, max(d, l));
+}""", "nw_diagonal", (1, 1, 1), (128, 1, 1),
+          [RNG.integers(-10, 10, 129 * 129, dtype=np.int32),
+           RNG.integers(-5, 5, 128 * 128, dtype=np.int32), np.int32(128), np.int32(128),
+           np.int32(2)]),
+    Bench("kmeans (rodinia)", r"""
+extern "C" __global__ void kmeans_assign(int* membership, const float* points,
+                                         const float* centers, int n, int k, int dims)
+{
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    int best = 0;
+    float best_d = 3.4e38f;
+    for (int c = 0; c < k; ++c) {
+        float d = 0.f;
+        for (int f = 0; f < dims; ++f) {
+            float x = points[p * dims + f] - centers[c * dims + f];
+            d += x * x;
+        }
+        if (d < best_d) { best_d = d; best = c; }
+    }
+    membership[p] = best;
+}""", "kmeans_assign", (8, 1, 1), (128, 1, 1),
+          [np.zeros(1024, np.int32), RNG.random(1024 * 8, np.float32),
+           RNG.random(5 * 8, np.float32), np.int32(1024), np.int32(5), np.int32(8)]),
+    Bench("backprop (rodinia)", r"""
+extern "C" __global__ void layer_forward(float* hidden, const float* input,
+                                         const float* weights, int in_n, int out_n)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out_n) return;
+    float s = 0.f;
+    for (int i = 0; i < in_n; ++i) s += weights[i * out_n + j] * input[i];
+    hidden[j] = 1.f / (1.f + __expf(-s));
+}""", "layer_forward", (2, 1, 1), (128, 1, 1),
+          [np.zeros(256, np.float32), RNG.random(64, np.float32),
+           RNG.random(64 * 256, np.float32) - 0.5, np.int32(64), np.int32(256)]),
+    Bench("pathfinder (rodinia)", r"""
+#define BS 128
+extern "C" __global__ void pathfinder(int* dst, const int* src, const int* wall, int cols, int row)
+{
+    __shared__ int prev[BS + 2];
+    int c = blockIdx.x * BS + threadIdx.x, t = threadIdx.x + 1;
+    prev[t] = c < cols ? src[c] : 0x3fffffff;
+    if (threadIdx.x == 0) prev[0] = c > 0 ? src[c - 1] : 0x3fffffff;
+    if (threadIdx.x == BS - 1) prev[BS + 1] = c + 1 < cols ? src[c + 1] : 0x3fffffff;
+    __syncthreads();
+    if (c < cols) dst[c] = wall[row * cols + c] + min(prev[t], min(prev[t - 1], prev[t + 1]));
+}""", "pathfinder", (N // 128, 1, 1), (128, 1, 1),
+          [np.zeros(N, np.int32), RNG.integers(0, 10, N, dtype=np.int32),
+           RNG.integers(0, 10, 4 * N, dtype=np.int32), np.int32(N), np.int32(2)]),
+    Bench("lud diagonal (rodinia)", r"""
+#define B 16
+extern "C" __global__ void lud_diagonal(float* m, int n, int offset)
+{
+    __shared__ float s[B][B];
+    int tx = threadIdx.x;
+    for (int i = 0; i < B; ++i) s[i][tx] = m[(offset + i) * n + offset + tx];
+    __syncthreads();
+    for (int i = 0; i < B - 1; ++i) {
+        if (tx > i) {
+            for (int j = 0; j < i; ++j) s[tx][i] -= s[tx][j] * s[j][i];
+            s[tx][i] /= s[i][i];
+        }
+        __syncthreads();
+        if (tx > i)
+            for (int j = 0; j < i + 1; ++j) s[i + 1][tx] -= s[i + 1][j] * s[j][tx];
+        __syncthreads();
+    }
+    for (int i = 1; i < B; ++i) m[(offset + i) * n + offset + tx] = s[i][tx];
+}""", "lud_diagonal", (1, 1, 1), (16, 1, 1),
+          [np.kron(np.ones((2, 2), np.float32), DIAG).ravel(), np.int32(32), np.int32(16)]),
+    Bench("csr spmv", r"""
+extern "C" __global__ void spmv(float* y, const int* row, const int* col, const float* val,
+                                const float* x, int n)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    float s = 0.f;
+    for (int e = row[r]; e < row[r + 1]; ++e) s += val[e] * x[col[e]];
+    y[r] = s;
+}""", "spmv", (G // 128, 1, 1), (128, 1, 1),
+          [np.zeros(G, np.float32), ROW, COL, RNG.random(len(COL), np.float32),
+           RNG.random(G, np.float32), np.int32(G)]),
+    Bench("cp.async tiled", r"""
+extern "C" __global__ void smooth(float* out, const float* in, int n)
+{
+    __shared__ alignas(16) float tile[256];
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) {
+        unsigned s = (unsigned)__cvta_generic_to_shared(&tile[threadIdx.x]);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(s), "l"(in + i) : "memory");
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    if (i < n) out[i] = 0.5f * (tile[threadIdx.x] + tile[(threadIdx.x + 1) % 256]);
+}""", "smooth", (N // 256, 1, 1), (256, 1, 1),
+          [np.zeros(N, np.float32), RNG.random(N, np.float32), np.int32(N)], arch="compute_80"),
+]
+
+
 def _place(mem, args):
     addrs = []
     for a in args:
@@ -168,7 +352,7 @@ def run(bench: Bench) -> tuple[int, int, dict]:
     from gpusafe.cpu.program import Program
     from gpusafe_testkit.corpus import nvrtc_compile
 
-    text = nvrtc_compile(bench.source, bench.kernel + ".cu")
+    text = nvrtc_compile(bench.source, bench.kernel + ".cu", bench.arch)
     result = instrument(text)
     info = result.sites.kernels[bench.kernel]
     outs = []
@@ -224,10 +408,11 @@ def overhead() -> None:
         print(f"{b.name:26} {plain:>10} {checked:>10} {ratio:>7.3f}  {checks}"
               + (f"; removed: {removed}" if removed else ""))
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    print(f"{'geometric mean':26} {'':>10} {'':>10} {geo:>7.3f}  (target <= {TARGET})")
-    over = [(b.name, r) for b, r in zip(BENCHES, ratios, strict=True) if r > TARGET]
+    print(f"{'geometric mean':26} {'':>10} {'':>10} {geo:>7.3f}  over {len(ratios)} kernels "
+          f"(target <= {TARGET}, none above {WORST})")
+    over = [(b.name, r) for b, r in zip(BENCHES, ratios, strict=True) if r > WORST]
     for name, r in over:
-        print(f"  over target: {name} ({r:.3f}): {WHY.get(name, 'see the checks column')}")
+        print(f"  above {WORST}: {name} ({r:.3f}): {WHY.get(name, 'see the checks column')}")
 
 
 def registers() -> None:
@@ -251,6 +436,29 @@ def registers() -> None:
           f"({worst[1]} in {worst[0]}: {worst[2]} -> {worst[3]})")
     pct = [(c - p) / p for _, _, p, c in rows if p]
     print(f"relative: median {statistics.median(pct):+.0%}, worst {max(pct):+.0%}")
+    lose = [(m, k, p, c) for m, k, p, c in rows if occupancy(c) < occupancy(p)]
+    print(f"occupancy on sm_90 at {BLOCK} threads per block (registers only): unchanged for "
+          f"{len(rows) - len(lose)} of {len(rows)} functions "
+          f"({(len(rows) - len(lose)) / len(rows):.0%}); lower for {len(lose)}:")
+    for m, k, p, c in sorted(lose, key=lambda r: occupancy(r[3]) - occupancy(r[2])):
+        print(f"  {k} in {m}: {p} -> {c} registers, occupancy {occupancy(p):.0%} -> "
+              f"{occupancy(c):.0%}")
+
+
+BLOCK = 256
+"""The block size occupancy is stated for (the corpus's kernels do not say theirs)."""
+
+
+def occupancy(registers: int, block: int = BLOCK) -> float:
+    """The fraction of an sm_90 SM's 64 warps that blocks of ``block`` threads
+    using ``registers`` registers per thread can keep resident, as the CUDA
+    occupancy calculator counts it (65536 registers allocated per warp in
+    units of 256, at most 2048 threads and 32 blocks per SM; shared memory,
+    which the instrumentation does not change, is left out)."""
+    warps_per_block = -(-block // 32)
+    per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    blocks = min((65536 // per_warp) // warps_per_block, 2048 // (warps_per_block * 32), 32)
+    return blocks * warps_per_block / 64
 
 
 def main() -> None:
