@@ -90,6 +90,8 @@ class Launch:
     params: bytes  # the instrumented kernel's parameter buffer, hidden parameter included
     violations: int  # address of its violation buffer
     buffers: list[tuple[int, int]] = field(default_factory=list)  # (address, size) it holds
+    site: Any = None  # the program's call site of the launch (a CallSite)
+    freed_arguments: list = field(default_factory=list)  # FreedArgument verdicts to confirm
 
 
 @dataclass

@@ -31,6 +31,8 @@ from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
 from ..exitcodes import EXIT_VIOLATIONS
+from .canonical import canonical_json
+from .stacks import Frame, Stack, stack_to_list
 
 SCHEMA_ID = "gpusafe-report/1"
 TOOL_NAME = "gpusafe"
@@ -105,7 +107,8 @@ class AllocationInfo:
 
     ``offset`` is the faulting address minus ``base``: negative before the
     start, ``>= size`` past the end; null where no address is involved.
-    ``allocated_at`` / ``freed_at`` are ``file:line`` call sites in the program.
+    ``allocated_at`` / ``freed_at`` are ``file:line`` call sites in the program
+    (the named frame of ``allocated_stack`` / ``freed_stack`` when recorded).
     """
 
     tag: int
@@ -114,6 +117,8 @@ class AllocationInfo:
     offset: int | None = None
     allocated_at: str | None = None
     freed_at: str | None = None
+    allocated_stack: Stack | None = None
+    freed_stack: Stack | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,9 @@ class Violation:
     count: int = 1
     threads: tuple[ThreadId, ...] | None = None
     allocation: AllocationInfo | None = None
+    stack: Stack | None = None  # the host call behind it: the API call, or the kernel's launch
+    argument: int | None = None  # the launch argument (0-based) a device access came through
+    source: tuple[tuple[int, str], ...] | None = None  # lines of a kernel source gpusafe captured
 
     @property
     def on_device(self) -> bool:
@@ -264,7 +272,7 @@ class Report:
         """The canonical text: two-space indent, short containers on one line,
         a final newline. Deterministic, so a saved report re-renders to the
         same bytes."""
-        return _dump(self.to_dict(), 0) + "\n"
+        return canonical_json(self.to_dict()) + "\n"
 
     @classmethod
     def from_dict(cls, doc: Any) -> Report:
@@ -282,6 +290,23 @@ def hex_address(value: int) -> str:
 
 
 def _violation_to_dict(v: Violation) -> dict[str, Any]:
+    d = _required_to_dict(v)
+    if v.stack is not None:
+        d["stack"] = stack_to_list(v.stack)
+    if v.argument is not None:
+        d["argument"] = v.argument
+    if v.source is not None:
+        d["source"] = [[n, text] for n, text in v.source]
+    a = v.allocation
+    if a is not None:
+        if a.allocated_stack is not None:
+            d["allocation"]["allocated_stack"] = stack_to_list(a.allocated_stack)
+        if a.freed_stack is not None:
+            d["allocation"]["freed_stack"] = stack_to_list(a.freed_stack)
+    return d
+
+
+def _required_to_dict(v: Violation) -> dict[str, Any]:
     a = v.allocation
     return {
         "kind": v.kind.value,
@@ -312,38 +337,6 @@ def _violation_to_dict(v: Violation) -> dict[str, Any]:
             if a is not None else None
         ),
     }
-
-
-# --------------------------------------------------------------------------
-# Canonical layout
-
-
-_INLINE_WIDTH = 76
-
-
-def _dump(obj: Any, level: int) -> str:
-    flat = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
-    if not isinstance(obj, (dict, list)) or not obj:
-        return flat
-    if len(flat) + 2 * level <= _INLINE_WIDTH and _depth(obj) <= 2:
-        return flat
-    pad = "  " * (level + 1)
-    if isinstance(obj, dict):
-        items = [
-            f"{pad}{json.dumps(k, ensure_ascii=False)}: {_dump(v, level + 1)}"
-            for k, v in obj.items()
-        ]
-        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
-    items = [f"{pad}{_dump(v, level + 1)}" for v in obj]
-    return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
-
-
-def _depth(obj: Any) -> int:
-    if isinstance(obj, dict):
-        return 1 + max((_depth(v) for v in obj.values()), default=0)
-    if isinstance(obj, list):
-        return 1 + max((_depth(v) for v in obj), default=0)
-    return 0
 
 
 # --------------------------------------------------------------------------
@@ -430,6 +423,9 @@ class ReportBuilder:
         location: SourceLocation | None = None,
         allocation: AllocationInfo | None = None,
         count: int = 1,
+        stack: Stack | None = None,
+        argument: int | None = None,
+        source: tuple[tuple[int, str], ...] | None = None,
     ) -> None:
         """One access a kernel attempted and the check refused (one drained
         device record, mapped through the site table)."""
@@ -445,6 +441,9 @@ class ReportBuilder:
             count=count,
             threads=(ThreadId(_as_dim3(block), _as_dim3(thread)),),
             allocation=allocation,
+            stack=stack,
+            argument=argument,
+            source=source,
         ))
 
     def add_host_violation(
@@ -456,6 +455,7 @@ class ReportBuilder:
         size: int | None = None,
         allocation: AllocationInfo | None = None,
         kernel: str | None = None,
+        stack: Stack | None = None,
     ) -> None:
         """A violation found on the host: a bad free or copy (``location`` is
         the program's call site), a freed pointer passed to a launch
@@ -471,6 +471,7 @@ class ReportBuilder:
             kernel=kernel,
             location=location,
             allocation=allocation,
+            stack=stack,
         ))
 
     # -- launches --------------------------------------------------------------
@@ -604,7 +605,7 @@ def _read_report(doc: Any) -> Report:
 def _read_violation(doc: Any, path: str) -> Violation:
     d = _object(doc, path, required=("kind", "access", "size", "address", "kernel", "location",
                                      "ptx_line", "instruction", "count", "threads",
-                                     "allocation"))
+                                     "allocation"), optional=("stack", "argument", "source"))
     return Violation(
         kind=_enum(ViolationKind, d["kind"], f"{path}.kind"),
         access=_opt(d["access"], f"{path}.access", lambda x, p: _enum(AccessKind, x, p)),
@@ -619,7 +620,38 @@ def _read_violation(doc: Any, path: str) -> Violation:
                      lambda x, p: tuple(_read_thread(t, f"{p}[{i}]")
                                         for i, t in enumerate(_array(x, p)))),
         allocation=_opt(d["allocation"], f"{path}.allocation", _read_allocation),
+        stack=_present(d, "stack", path, _read_stack),
+        argument=_present(d, "argument", path, lambda x, p: _integer(x, p, minimum=0)),
+        source=_present(d, "source", path, _read_source),
     )
+
+
+def _present(d: Mapping[str, Any], key: str, path: str, read):
+    """An optional property of an object: absent is None, present it is read
+    (null is not a value of any of them)."""
+    return read(d[key], f"{path}.{key}") if key in d else None
+
+
+def _read_stack(doc: Any, path: str) -> Stack:
+    frames = []
+    for i, f in enumerate(_array(doc, path)):
+        p = f"{path}[{i}]"
+        o = _object(f, p, required=("file", "line", "function"))
+        frames.append(Frame(_string(o["file"], f"{p}.file"),
+                            _integer(o["line"], f"{p}.line", minimum=1),
+                            _string(o["function"], f"{p}.function")))
+    return tuple(frames)
+
+
+def _read_source(doc: Any, path: str) -> tuple[tuple[int, str], ...]:
+    lines = []
+    for i, pair in enumerate(_array(doc, path)):
+        p = f"{path}[{i}]"
+        items = _array(pair, p)
+        if len(items) != 2:
+            raise ReportFormatError(p, f"expected [line, text], got {len(items)} items")
+        lines.append((_integer(items[0], f"{p}[0]", minimum=1), _string(items[1], f"{p}[1]")))
+    return tuple(lines)
 
 
 def _read_location(doc: Any, path: str) -> SourceLocation:
@@ -647,7 +679,7 @@ def _read_dim3(doc: Any, path: str) -> Dim3:
 
 def _read_allocation(doc: Any, path: str) -> AllocationInfo:
     d = _object(doc, path, required=("tag", "base", "size", "offset", "allocated_at",
-                                     "freed_at"))
+                                     "freed_at"), optional=("allocated_stack", "freed_stack"))
     return AllocationInfo(
         tag=_integer(d["tag"], f"{path}.tag", minimum=0),
         base=_address(d["base"], f"{path}.base"),
@@ -655,6 +687,8 @@ def _read_allocation(doc: Any, path: str) -> AllocationInfo:
         offset=_opt(d["offset"], f"{path}.offset", _integer),
         allocated_at=_opt(d["allocated_at"], f"{path}.allocated_at", _string),
         freed_at=_opt(d["freed_at"], f"{path}.freed_at", _string),
+        allocated_stack=_present(d, "allocated_stack", path, _read_stack),
+        freed_stack=_present(d, "freed_stack", path, _read_stack),
     )
 
 
