@@ -24,7 +24,6 @@ import linecache
 import os
 import sys
 import sysconfig
-from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, FrameType
 
@@ -45,14 +44,30 @@ _TOOL, _LIBRARY, _PROGRAM, _HELPER = range(4)
 one of the program's forwarding helpers."""
 
 
-@dataclass(frozen=True)
 class CallSite:
     """A call's place in the program: its frames, innermost first, and which
-    of them the report names (past the program's forwarding helpers)."""
+    of them the report names (past the program's forwarding helpers).
 
-    frames: tuple[Frame, ...]
-    top: int = 0
-    recorded: bool = True  # False under --stack-depth 0: only the named frame was kept
+    The frames are kept raw (file, line, function) and become report
+    :class:`Frame` objects only when asked for: most sites are never
+    reported, and recording must stay cheap."""
+
+    __slots__ = ("_raw", "top", "recorded", "_cwd", "_frames")
+
+    def __init__(self, raw: tuple[tuple[str, int, str], ...], top: int = 0,
+                 recorded: bool = True, cwd: str | None = None) -> None:
+        self._raw = raw
+        self.top = top
+        self.recorded = recorded  # False under --stack-depth 0: only the named frame was kept
+        self._cwd = cwd
+        self._frames: tuple[Frame, ...] | None = None
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        if self._frames is None:
+            self._frames = tuple(Frame(_shown(path, self._cwd), line, function)
+                                 for path, line, function in self._raw)
+        return self._frames
 
     @property
     def frame(self) -> Frame:
@@ -66,11 +81,12 @@ class CallSite:
     def __str__(self) -> str:
         return f"{self.frame.file}:{self.frame.line}"
 
+    def __repr__(self) -> str:
+        return f"CallSite({self.frames!r}, top={self.top})"
+
 
 _depth = DEFAULT_STACK_DEPTH
-_kinds: dict[CodeType, int] = {}
-_paths: dict[str, str] = {}
-_paths_cwd = ""
+_kinds: dict[CodeType, tuple[int, str]] = {}
 
 
 def configure(depth: int) -> None:
@@ -89,70 +105,64 @@ def program_site(skip: int = 1) -> CallSite | None:
     """The site of the call being intercepted (``skip`` frames above this one
     are the door's); None when no frame is anyone's but gpusafe's."""
     frame: FrameType | None = sys._getframe(skip)
-    frames: list[Frame] = []
-    library: Frame | None = None
+    raw: list[tuple[str, int, str]] = []
+    library: tuple[str, int, str] | None = None
     top = -1
+    depth = _depth
     while frame is not None:
         code = frame.f_code
-        kind = _kinds.get(code)
-        if kind is None:
-            kind = _kinds[code] = _classify(code)
+        known = _kinds.get(code)
+        if known is None:
+            known = _kinds[code] = _classify(code)
+        kind = known[0]
         if kind >= _PROGRAM:
-            frames.append(Frame(_path(code.co_filename), frame.f_lineno, code.co_name))
+            raw.append((known[1], frame.f_lineno, code.co_name))
             if top < 0 and kind == _PROGRAM:
-                top = len(frames) - 1
-                if _depth == 0:
-                    return CallSite((frames[top],), 0, recorded=False)
-            if top >= 0 and len(frames) >= max(_depth, top + 1):
+                top = len(raw) - 1
+                if depth == 0:
+                    break
+            if top >= 0 and len(raw) >= max(depth, top + 1):
                 break
-        elif kind == _LIBRARY and library is None and not frames:
-            library = Frame(_path(code.co_filename), frame.f_lineno, code.co_name)
+        elif kind == _LIBRARY and library is None and not raw:
+            library = (known[1], frame.f_lineno, code.co_name)
         frame = frame.f_back
-    if frames:
+    if raw:
         # only helpers on the stack (a helper called at module level by exec): name the outermost
-        top = top if top >= 0 else len(frames) - 1
-        if _depth == 0:
-            return CallSite((frames[top],), 0, recorded=False)
-        return CallSite(tuple(frames), top)
+        top = top if top >= 0 else len(raw) - 1
+        if depth == 0:
+            return CallSite((raw[top],), 0, recorded=False, cwd=os.getcwd())
+        return CallSite(tuple(raw), top, cwd=os.getcwd())
     if library is not None:
-        return CallSite((library,), 0, recorded=_depth > 0)
+        return CallSite((library,), 0, recorded=depth > 0, cwd=os.getcwd())
     return None
 
 
-def _path(filename: str) -> str:
-    """How a site names a file: relative to the working directory, as
-    before stacks were recorded (the report's display rule applies later)."""
-    global _paths_cwd
-    if filename.startswith("<"):
-        return filename
-    cwd = os.getcwd()
-    if cwd != _paths_cwd:
-        _paths.clear()
-        _paths_cwd = cwd
-    shown = _paths.get(filename)
-    if shown is None:
-        try:
-            shown = os.path.relpath(filename, cwd)
-        except ValueError:  # another drive
-            shown = filename
-        _paths[filename] = shown
-    return shown
+def _shown(path: str, cwd: str | None) -> str:
+    """How a site names a file: relative to the working directory of the
+    call, as before stacks were recorded (the report's display rule applies
+    when it is printed)."""
+    if path.startswith("<") or cwd is None:
+        return path
+    try:
+        return os.path.relpath(path, cwd)
+    except ValueError:  # another drive
+        return path
 
 
-def _classify(code: CodeType) -> int:
+def _classify(code: CodeType) -> tuple[int, str]:
     filename = code.co_filename
     if filename.startswith("<"):
         # <frozen ...> is the import machinery; <string>, <stdin> are the program's
-        return _TOOL if filename.startswith("<frozen") else _PROGRAM
+        return (_TOOL if filename.startswith("<frozen") else _PROGRAM), filename
     full = os.path.abspath(filename)
     if full.startswith(_OWN_DIRS):
-        return _TOOL
+        return _TOOL, full
     parts = full.replace("\\", "/").split("/")
     if "cuda" in parts and ("bindings" in parts or "core" in parts):
-        return _TOOL
+        return _TOOL, full
     if "site-packages" in parts or "dist-packages" in parts or full.startswith(_STDLIB_DIRS):
-        return _LIBRARY
-    return _HELPER if _is_helper(code) else _PROGRAM
+        return _LIBRARY, full
+    return (_HELPER if _is_helper(code) else _PROGRAM), full
 
 
 def _is_helper(code: CodeType) -> bool:
