@@ -70,6 +70,11 @@ class CallSite:
         return self._frames
 
     @property
+    def paths(self) -> tuple[str, ...]:
+        """Each frame's file as Python names it, made absolute when recorded."""
+        return tuple(path for path, _, _ in self._raw)
+
+    @property
     def frame(self) -> Frame:
         return self.frames[self.top]
 
@@ -101,14 +106,15 @@ def stack_depth() -> int:
     return _depth
 
 
-def program_site(skip: int = 1) -> CallSite | None:
+def program_site(skip: int = 1, depth: int | None = None) -> CallSite | None:
     """The site of the call being intercepted (``skip`` frames above this one
-    are the door's); None when no frame is anyone's but gpusafe's."""
+    are the door's); None when no frame is anyone's but gpusafe's.  ``depth``
+    overrides the configured depth (a door that needs the frames itself)."""
     frame: FrameType | None = sys._getframe(skip)
     raw: list[tuple[str, int, str]] = []
     library: tuple[str, int, str] | None = None
     top = -1
-    depth = _depth
+    depth = _depth if depth is None else depth
     while frame is not None:
         code = frame.f_code
         known = _kinds.get(code)

@@ -166,6 +166,10 @@ class Engine:
 
     # -- modules -------------------------------------------------------------
 
+    def kernel_source(self, name: str, text: str, site: CallSite | None) -> None:
+        """The program handed ``text`` to NVRTC as the source named ``name``."""
+        self.findings.sources.captured(name, text, site)
+
     def plan_module(self, image: Any, site: CallSite | None) -> LoadPlan:
         """What to load for ``image``.  gpusafe's own failure here is never
         the program's: the module is loaded as it is, runs unchecked, and the

@@ -19,6 +19,7 @@ from gpusafe_instrument.kinds import ViolationKind
 from ..report import AllocationInfo, ReportBuilder, SourceLocation, Stack
 from .callsite import CallSite
 from .registry import Allocation, HostViolation, Registry
+from .sources import KernelSources
 
 
 def allocation_info(alloc: Allocation | None, address: int | None) -> AllocationInfo | None:
@@ -63,6 +64,7 @@ class Findings:
                  on_change: Callable[[], None] = lambda: None) -> None:
         self.report = report
         self.problems: list[str] = []  # gpusafe's own failures: never a clean pass
+        self.sources = KernelSources()  # kernel sources the program compiled from strings
         self._on_change = on_change
 
     def forked(self) -> None:
@@ -114,13 +116,15 @@ class Findings:
                 argument = freed[alloc.tag].index
                 confirmed.add(alloc.tag)
             s = r.site
-            location = SourceLocation(s.file, s.line, s.column) if s.file and s.line else None
+            location, source = None, None
+            if s.file and s.line:
+                location, source = self.sources.locate(SourceLocation(s.file, s.line, s.column))
             self.report.add_device_violation(
                 r.kind, access=s.access, size=r.width, address=r.address,
                 kernel=kernel, ptx_line=s.ptx_line, instruction=s.instruction,
                 block=r.block, thread=r.thread, location=location,
                 allocation=allocation_info(alloc, r.address),
-                stack=_stack(launch_site), argument=argument,
+                stack=_stack(launch_site), argument=argument, source=source,
             )
         self.freed_arguments(kernel, [a for a in freed_arguments
                                       if a.verdict.allocation is None
