@@ -182,3 +182,44 @@ def test_sarif_names_the_user_frame_and_relates_the_stack() -> None:
     assert (31, "64-byte allocation (tag 1) allocated here") in related
     assert (5, "64-byte allocation (tag 1) allocated here: frame #0 in alloc") in related
     assert (35, "64-byte allocation (tag 1) freed here") in related
+
+
+# --------------------------------------------------------------------------
+# one bug, one entry: a freed launch argument
+
+
+def _freed_argument_findings(read_through_it: bool) -> Report:
+    from gpusafe.engine.findings import Findings, FreedArgument
+    from gpusafe.engine.registry import Registry
+    from gpusafe_instrument.host import DeviceViolation
+    from gpusafe_instrument.sites import Site
+
+    registry = Registry()
+    freed = registry.allocated(0x7F0000001000, 64, "cuMemAlloc", alloc())
+    other = registry.allocated(0x7F0000002000, 64, "cuMemAlloc", alloc())
+    registry.free(freed.base, "cuMemFree", alloc())
+    launch = alloc()
+    verdict = registry.check_argument(freed.base, "cuLaunchKernel", launch)
+    findings = Findings(ReportBuilder(["python", "app.py"], "cpu"))
+    tag = freed.tag if read_through_it else other.tag
+    site = Site(1, "k", 20, "k.cu", 4, 5, "ld.global.f32 %f1, [%rd4];", "read", 4, "global",
+                "root", "in")
+    record = DeviceViolation(ViolationKind.USE_AFTER_FREE if read_through_it
+                             else ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+                             site, 0x7F0000001000 if read_through_it else 0x7F0000002040, 4,
+                             tag, (0, 0, 0), (0, 0, 0))
+    findings.device_records("k", [record], 0, registry, launch, [FreedArgument(1, verdict)])
+    return findings.report.build(exit_code=0)
+
+
+def test_a_freed_argument_the_kernel_reads_is_one_entry_noting_the_argument() -> None:
+    (v,) = _freed_argument_findings(read_through_it=True).violations
+    assert v.on_device and v.kind is ViolationKind.USE_AFTER_FREE and v.argument == 1
+    assert v.stack is not None and v.stack[0].function == "alloc"  # the launch's stack
+
+
+def test_a_freed_argument_no_access_confirms_is_reported_at_the_launch() -> None:
+    device, host = _freed_argument_findings(read_through_it=False).violations
+    assert device.kind is ViolationKind.GLOBAL_OUT_OF_BOUNDS and device.argument is None
+    assert host.kind is ViolationKind.USE_AFTER_FREE and not host.on_device
+    assert host.kernel == "k" and host.location.file.endswith(HERE)
