@@ -126,7 +126,7 @@ def test_installed_packages_and_the_standard_library_are_folded(tmp_path: Path) 
 
 ALLOC = (Frame("app.py", 5, "alloc"), Frame("app.py", 31, "main"), Frame("app.py", 40, "<module>"))
 FREE = (Frame("app.py", 9, "release"), Frame("app.py", 35, "main"))
-AGAIN = (Frame("app.py", 9, "release"), Frame("app.py", 38, "main"))
+AGAIN = (Frame("app.py", 11, "release_again"), Frame("app.py", 38, "main"))
 
 
 def report_with_stacks() -> Report:
@@ -163,7 +163,7 @@ def test_a_report_without_stacks_is_written_as_before() -> None:
 
 def test_the_terminal_numbers_the_frames_as_asan_does() -> None:
     text = render_text(report_with_stacks())
-    assert "    called here:\n      #0 release app.py:9\n      #1 main app.py:38\n" in text
+    assert "    called here:\n      #0 release_again app.py:11\n      #1 main app.py:38\n" in text
     assert ("    allocated here:\n      #0 alloc app.py:5\n      #1 main app.py:31\n"
             "      #2 <module> app.py:40\n") in text
     assert "    freed here:\n      #0 release app.py:9\n      #1 main app.py:35\n" in text
@@ -178,7 +178,7 @@ def test_sarif_names_the_user_frame_and_relates_the_stack() -> None:
     assert region["startLine"] == 38
     related = [(r["physicalLocation"]["region"]["startLine"], r["message"]["text"])
                for r in double["relatedLocations"]]
-    assert related[0] == (9, "call: frame #0 in release")
+    assert related[0] == (11, "call: frame #0 in release_again")
     assert (31, "64-byte allocation (tag 1) allocated here") in related
     assert (5, "64-byte allocation (tag 1) allocated here: frame #0 in alloc") in related
     assert (35, "64-byte allocation (tag 1) freed here") in related
@@ -223,3 +223,13 @@ def test_a_freed_argument_no_access_confirms_is_reported_at_the_launch() -> None
     assert device.kind is ViolationKind.GLOBAL_OUT_OF_BOUNDS and device.argument is None
     assert host.kind is ViolationKind.USE_AFTER_FREE and not host.on_device
     assert host.kernel == "k" and host.location.file.endswith(HERE)
+
+
+def test_a_suppression_matches_any_frame_of_the_stacks() -> None:
+    from gpusafe.report import suppressions
+
+    report = report_with_stacks()
+    kept, unused = suppressions.apply(report, suppressions.parse(
+        "site:app.py:11\nkind:leak site:app.py:9\n", "s"))
+    assert [v.kind for v in kept.violations] == [ViolationKind.USE_AFTER_FREE]
+    assert [u.source for u in unused] == ["s:2"]
