@@ -87,6 +87,21 @@ def render_text(
     return buf.getvalue()
 
 
+def render_entries(
+    violations: Sequence[Violation],
+    *,
+    search_dirs: Iterable[str | os.PathLike[str]] = (),
+    width: int = 100,
+) -> str:
+    """The blocks of ``violations`` alone, as plain text: no header and no
+    summary (a test's own findings, shown in its failure)."""
+    buf = io.StringIO()
+    renderer = _Renderer(_console(buf, False, width), tuple(Path(d) for d in search_dirs), None)
+    for i, v in enumerate(violations, 1):
+        renderer.violation(i, v)
+    return buf.getvalue()
+
+
 def _console(file: TextIO, color: bool | None, width: int | None) -> Console:
     if color is None:
         return Console(file=file, highlight=False, width=width)
