@@ -1,8 +1,9 @@
-"""Double free: the cleanup loop frees ``d_tmp`` a second time (line 67).
+"""Double free: the cleanup loop frees ``d_tmp`` a second time (line 73).
 
 ``d_tmp`` (the 2nd allocation) is scratch space for the first pass and is
 freed as soon as that pass is done; the cleanup loop at the end frees it
-again (the ``cuMemFree`` in the ``for d in (d_x, d_tmp)`` loop). The driver
+again (the ``free(d)`` of the program's helper in the ``for d in (d_x, d_tmp)``
+loop). The driver
 refuses the second free with CUDA_ERROR_INVALID_VALUE, so the program stops
 there with that error, on a GPU as under gpusafe; gpusafe also says where the
 buffer was allocated and where it was first freed.
@@ -28,6 +29,11 @@ def check(result):
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"CUDA error {err.name}")
     return values[0] if len(values) == 1 else values
+
+
+def free(d):
+    """Give device memory back: the cleanup frees through here."""
+    check(driver.cuMemFree(d))
 
 
 def main():
@@ -64,7 +70,7 @@ def main():
     print(f"x[:4] = {x[:4]}")
 
     for d in (d_x, d_tmp):
-        check(driver.cuMemFree(d))  # BUG: d_tmp was already freed above
+        free(d)  # BUG: d_tmp was already freed above
     check(driver.cuModuleUnload(module))
     check(driver.cuCtxDestroy(ctx))
 

@@ -1,7 +1,9 @@
-"""Leak: ``d_partial``, allocated at line 61, is never freed (run with --leak-check).
+"""Leak: ``d_partial``, allocated at line 68, is never freed (run with --leak-check).
 
-The program allocates ``d_x``, ``d_sums`` and ``d_partial`` (the 3rd
-allocation, the ``d_partial = ... cuMemAlloc`` line), but its cleanup loop
+The program allocates ``d_x``, ``d_sums`` and ``d_partial`` through its
+helper ``alloc`` (the 3rd allocation, the ``d_partial = alloc(...)`` line;
+the helper's own ``cuMemAlloc`` line is the next frame of the stack, never
+the line reported), but its cleanup loop
 frees only the first two. Nothing fails on a GPU: the memory is reclaimed
 when the context is destroyed. ``gpusafe run --leak-check`` reports one
 ``leak`` at the allocation site of ``d_partial``.
@@ -38,6 +40,11 @@ def check(result):
     return values[0] if len(values) == 1 else values
 
 
+def alloc(nbytes):
+    """Device memory of ``nbytes``: the program allocates only through here."""
+    return check(cuda.cuMemAlloc(nbytes))
+
+
 def main():
     check(cuda.cuInit(0))
     dev = check(cuda.cuDeviceGet(0))
@@ -56,9 +63,9 @@ def main():
     rows, cols, threads = 16, 100, 32
     x = np.ones((rows, cols), dtype=np.float32)
     sums = np.zeros(rows, dtype=np.float32)
-    d_x = check(cuda.cuMemAlloc(x.nbytes))
-    d_sums = check(cuda.cuMemAlloc(sums.nbytes))
-    d_partial = check(cuda.cuMemAlloc(rows * threads * 4))  # BUG: never freed
+    d_x = alloc(x.nbytes)
+    d_sums = alloc(sums.nbytes)
+    d_partial = alloc(rows * threads * 4)  # BUG: never freed
     check(cuda.cuMemcpyHtoD(d_x, x, x.nbytes))
 
     args = [np.array([int(d_sums)], dtype=np.uint64), np.array([int(d_partial)], dtype=np.uint64),

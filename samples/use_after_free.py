@@ -2,8 +2,10 @@
 
 The program frees ``d_in`` right after uploading it ("the data is on the
 device now") and only then launches ``scale``, which reads ``in[i]`` from the
-freed allocation. gpusafe reports it twice: at the ``cuLaunchKernel`` call,
-line 55 (a freed pointer as an argument), and at the read in the kernel.
+freed allocation. gpusafe reports it once, at the read in the kernel, noting
+that the pointer came in as argument 1 of the launch, already freed: the
+launch at line 62, through the program's ``launch`` helper, is the top frame
+of the launch's stack.
 On a GPU the freed memory usually still holds the old data, so the output
 looks right.
 """
@@ -21,6 +23,11 @@ def check(result):
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"CUDA error {err.name}")
     return values[0] if len(values) == 1 else values
+
+
+def launch(kernel, blocks, threads, stream, params):
+    """Launch a 1-D grid: the program launches only through here."""
+    check(driver.cuLaunchKernel(kernel, blocks, 1, 1, threads, 1, 1, 0, stream, params.ctypes.data, 0))
 
 
 def main():
@@ -52,7 +59,7 @@ def main():
     params = np.array([arg.ctypes.data for arg in args], dtype=np.uint64)
     stream = check(driver.cuStreamCreate(0))
     blocks = n // 128
-    check(driver.cuLaunchKernel(kernel, blocks, 1, 1, 128, 1, 1, 0, stream, params.ctypes.data, 0))
+    launch(kernel, blocks, 128, stream, params)
     check(driver.cuStreamSynchronize(stream))
     check(driver.cuMemcpyDtoH(out, d_out, out.nbytes))
     print(f"out[-1] = {out[-1]}")

@@ -112,7 +112,7 @@ def test_version_changes_with_every_table_change() -> None:
 
 def test_program_site_is_the_callers_line() -> None:
     site = program_site()
-    assert site is not None and site.endswith(f"test_registry.py:{_line() - 1}")
+    assert site is not None and str(site).endswith(f"test_registry.py:{_line() - 1}")
 
 
 def _line() -> int:

@@ -153,11 +153,15 @@ def test_freed_pointer_passed_to_a_kernel(tmp_path: Path) -> None:
     """
     app = write_program(tmp_path, body)
     rc, doc, _ = gpusafe_run(tmp_path, "python", str(app))
+    # one bug, one entry (issue 12): the kernel's read through the freed argument,
+    # which notes the argument; no second entry at the launch
     host = [v for v in doc["violations"] if v["kind"] == "use-after-free" and v["threads"] is None]
-    assert host and host[0]["kernel"] == "add_one"
+    assert host == []
     device = [v for v in doc["violations"] if v["kind"] == "use-after-free" and v["threads"]]
-    assert device and device[0]["access"] == "read"
+    assert device and device[0]["access"] == "read" and device[0]["kernel"] == "add_one"
+    assert device[0]["argument"] == 1  # add_one(out, in, n): `in` was freed
     assert device[0]["allocation"]["freed_at"] == f"app.py:{line_of(app, 'cuMemFree(d_in)')}"
+    assert device[0]["stack"][0]["line"] == line_of(app, "cuLaunchKernel(fn, 1, 1, 1, 32")
 
 
 def test_child_python_processes_are_checked_too(tmp_path: Path) -> None:

@@ -456,7 +456,7 @@ def test_cuda_wrappers_register_pad_and_judge_frees(cuda_wrappers) -> None:
     assert fake.calls == [("cudaMalloc", 100 + 256)]  # the red zone
     alloc = session.registry.find(p)
     assert (alloc.size, alloc.api) == (100, "cudaMalloc")
-    assert alloc.allocated_at.split(":")[0].endswith("test_run_runtime_api.py")
+    assert str(alloc.allocated_at).split(":")[0].endswith("test_run_runtime_api.py")
     ok(w["cudaFree"](p))
     assert [c[0] for c in fake.calls] == ["cudaMalloc"]  # quarantined, not freed
     assert w["cudaFree"](p) == (E.cudaErrorInvalidValue,)

@@ -272,27 +272,55 @@ def _calls(tree: ast.AST, api_prefix: str) -> list[ast.Call]:
     return out
 
 
+def _helpers(tree: ast.Module, api_prefix: str) -> set[str]:
+    """The program's functions (other than main) that call the API: its helpers."""
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+            and n.name != "main" and _calls(n, api_prefix)}
+
+
+def _api_calls(tree: ast.Module, api_prefix: str) -> list[ast.Call]:
+    """Calls of the API, or of a helper that calls it, outside the helpers."""
+    helpers = _helpers(tree, api_prefix)
+    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    return [c for c in ast.walk(main) if isinstance(c, ast.Call) and (
+        c in _calls(main, api_prefix) or getattr(c.func, "id", None) in helpers)]
+
+
+def test_samples_allocate_free_and_launch_through_a_helper_at_least_once():
+    used = {api for name in NAMES for api in ("cuMemAlloc", "cuMemFree", "cuLaunchKernel")
+            if any(getattr(c.func, "id", None) in _helpers(_tree(name), api)
+                   for c in _api_calls(_tree(name), api))}
+    assert used == {"cuMemAlloc", "cuMemFree", "cuLaunchKernel"}
+    # and the expectations name the caller's line, with the helper's as frame #0
+    helper_frames = [v["stack"] for n in BUGGY for v in EXPECTATIONS[n]["violations"]
+                     if len(v.get("stack", [])) > 1 and v["stack"][0][0] != "main"]
+    assert len(helper_frames) >= 3
+
+
 @pytest.mark.parametrize("name", BUGGY)
 def test_host_side_lines_are_one_line_calls_of_the_right_api(name):
     tree = _tree(name)
     for v in EXPECTATIONS[name]["violations"]:
         if not v["file"].endswith(".py"):
             continue
-        calls = [c for c in _calls(tree, HOST_API[v["kind"]]) if c.lineno == v["line"]]
-        assert calls, f"{v}: no {HOST_API[v['kind']]} call on that line"
+        calls = [c for c in _api_calls(tree, HOST_API[v["kind"]]) if c.lineno == v["line"]]
+        assert calls, f"{v}: no {HOST_API[v['kind']]} call (or call of its helper) on that line"
         # a call spread over lines would make the reported line depend on the Python version
         assert all(c.end_lineno == c.lineno for c in calls), v
 
 
 def _allocations(name: str) -> list[tuple[str, int]]:
-    """(variable, line) of each ``x = ...cuMemAlloc(...)`` of main(), in source order."""
-    main = next(n for n in _tree(name).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    """(variable, line) of each ``x = ...cuMemAlloc(...)`` (or ``x = alloc(...)``,
+    the program's helper) of main(), in source order."""
+    tree = _tree(name)
+    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    allocating = _api_calls(tree, "cuMemAlloc")
     out = []
     for stmt in main.body:  # straight-line code only: a loop would break the numbering
-        for call in _calls(stmt, "cuMemAlloc"):
+        for call in [c for c in ast.walk(stmt) if c in allocating]:
             assert isinstance(stmt, ast.Assign), f"{name}:{call.lineno}: cuMemAlloc outside x = ..."
             out.append((stmt.targets[0].id, stmt.lineno))
-    nested = len(_calls(_tree(name), "cuMemAlloc")) - len(out)
+    nested = len(allocating) - len(out)
     assert nested == 0, f"{name}: {nested} cuMemAlloc call(s) outside main's straight-line code"
     return out
 
@@ -393,6 +421,16 @@ def test_gpusafe_run_on_the_cpu_device_reports_exactly_the_expectation(name, tmp
     jsonschema.validate(report, REPORT_SCHEMA)
     verdict = gpu_check.compare(exp, report, r.returncode, strict=True)
     assert verdict.ok, "\n".join(verdict.problems) + "\n" + r.stderr[-3000:]
+    for v in exp["violations"]:  # the stacks and the folded launch argument
+        entry = next(e for e in report["violations"] if e["kind"] == v["kind"]
+                     and e["location"]["line"] == v["line"]
+                     and Path(e["location"]["file"]).name == v["file"])
+        assert entry.get("argument") == v.get("argument"), entry
+        if "stack" in v:
+            stack = (entry["allocation"]["allocated_stack"] if v["kind"] == "leak"
+                     else entry["stack"])
+            assert [[f["function"], f["line"]] for f in stack] == v["stack"], stack
+            assert all(Path(f["file"]).name == exp["program"] for f in stack), stack
 
 
 # --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..engine.callsite import DEFAULT_STACK_DEPTH
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
 from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from ..process.session import RunOptions
@@ -101,6 +102,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--suppressions", action="append", default=[], metavar="FILE",
                    help="do not report (or fail on) the violations a suppressions file "
                         "matches (repeatable; see gpusafe.report.suppressions for the format)")
+    p.add_argument("--stack-depth", type=count, default=DEFAULT_STACK_DEPTH, metavar="N",
+                   help="frames of the program kept for each allocation, free, copy and "
+                        f"launch (default {DEFAULT_STACK_DEPTH}; 0: the call's line only)")
     p.add_argument("--no-check", dest="check", action="store_false",
                    help="run on the chosen device with every check off (timing baselines, "
                         "running GPU code in CI without a GPU)")
@@ -156,7 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = RunOptions(device=device, device_name=device_name, padding=args.padding,
                          quarantine=args.quarantine, leak_check=args.leak_check,
                          check=args.check, kernel_filter=args.kernel_filter,
-                         kernel_timeout=args.kernel_timeout or None)
+                         kernel_timeout=args.kernel_timeout or None,
+                         stack_depth=args.stack_depth)
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))
     try:
         try:

@@ -1,5 +1,6 @@
 """Installing the Python door: the functions of ``cuda.bindings.driver`` and
-``cuda.bindings.runtime`` are replaced in place before the program's first
+``cuda.bindings.runtime`` (and NVRTC's ``nvrtcCreateProgram``, whose
+sources the report quotes) are replaced in place before the program's first
 line, so every import style sees the replacements (``from cuda.bindings
 import driver``, ``import cuda.bindings.driver as cuda``, ``from
 cuda.bindings.driver import cuMemAlloc``)."""
@@ -11,6 +12,7 @@ from typing import Any
 from ..backends import Backend
 from ..engine.checking import Engine
 from .python_driver import DriverDoor
+from .python_nvrtc import install_nvrtc_door
 from .python_runtime import RuntimeDoor
 from .wrappers import backend_functions, install
 
@@ -29,3 +31,5 @@ def install_python_door(backend: Backend, engine: Engine | None) -> None:
     real = backend_functions(runtime, "cuda", backend.runtime)
     wrappers = RuntimeDoor(engine, real).wrappers() if engine is not None else {}
     install(runtime, real, wrappers, INSTALLED)
+    if engine is not None:
+        install_nvrtc_door(engine, INSTALLED)

@@ -21,14 +21,14 @@ from gpusafe_instrument import host
 
 from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack
-from .findings import Findings
+from .callsite import CallSite
+from .findings import Findings, FreedArgument
 from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline, MappedHostMemory
 from .modules import LoadPlan, ModuleInfo, Modules
 from .registry import (
     DEFAULT_PADDING,
     DEFAULT_QUARANTINE,
     FreeResult,
-    HostViolation,
     Registry,
     State,
     leak_verdicts,
@@ -85,12 +85,12 @@ class Engine:
     def padding(self) -> int:
         return self.registry.padding
 
-    def allocated(self, api: str, base: int, size: int, site: str | None) -> None:
+    def allocated(self, api: str, base: int, size: int, site: CallSite | None) -> None:
         context = self.current_context()
         with self._lock:
             self.registry.allocated(base, size, api, site, context)
 
-    def mapped(self, api: str, base: int, size: int, site: str | None) -> None:
+    def mapped(self, api: str, base: int, size: int, site: CallSite | None) -> None:
         """Memory a kernel may reach that the program cannot free with
         ``cuMemFree`` (pinned host memory, a module's global variable)."""
         context = self.current_context()
@@ -101,7 +101,7 @@ class Engine:
         with self._lock:
             self.registry.unmapped(bases)
 
-    def free(self, api: str, address: int, site: str | None) -> FreeResult:
+    def free(self, api: str, address: int, site: CallSite | None) -> FreeResult:
         """Judge a free; a bad one is reported here, and the caller refuses it."""
         with self._lock:
             verdict = self.registry.free(address, api, site)
@@ -110,7 +110,7 @@ class Engine:
         return verdict
 
     def ranges_ok(self, api: str, ranges: list[tuple[int | None, int]],
-                  site: Callable[[], str | None]) -> bool:
+                  site: Callable[[], CallSite | None]) -> bool:
         """Whether every device range a copy or memset touches lies inside one
         live allocation; a bad one is reported.  Ranges in memory gpusafe does
         not track (host memory, the driver's own) pass."""
@@ -170,7 +170,11 @@ class Engine:
 
     # -- modules -------------------------------------------------------------
 
-    def plan_module(self, image: Any, site: str | None) -> LoadPlan:
+    def kernel_source(self, name: str, text: str, site: CallSite | None) -> None:
+        """The program handed ``text`` to NVRTC as the source named ``name``."""
+        self.findings.sources.captured(name, text, site)
+
+    def plan_module(self, image: Any, site: CallSite | None) -> LoadPlan:
         """What to load for ``image``.  gpusafe's own failure here is never
         the program's: the module is loaded as it is, runs unchecked, and the
         run ends as a tool failure."""
@@ -192,7 +196,7 @@ class Engine:
     def function_found(self, module: int, name: str, function: int) -> None:
         self.modules.function_found(module, name, function)
 
-    def global_taken(self, module: int, base: int, size: int, site: str | None) -> None:
+    def global_taken(self, module: int, base: int, size: int, site: CallSite | None) -> None:
         """A module global whose address the program takes may reach a kernel."""
         self.mapped("cuModuleGetGlobal", base, size, site)
         info = self.modules.module(module)
@@ -216,7 +220,7 @@ class Engine:
         return f"<function {int(function):#x}>"
 
     def launch(self, function: Any, shared: int, kernel_params: Any, extra: Any,
-               perform: Callable[[Any, Any], tuple], site: Callable[[], str | None]) -> tuple:
+               perform: Callable[[Any, Any], tuple], site: Callable[[], CallSite | None]) -> tuple:
         """One launch of ``function``: ``perform(kernelParams, extra)`` launches
         it with what this decides, the program's own arguments for a kernel
         that runs unchecked, the instrumented kernel's for one that is
@@ -239,7 +243,8 @@ class Engine:
                           int(extra or 0))
         except ParamError:
             return (self.E.CUDA_ERROR_INVALID_VALUE,)
-        self._check_arguments(name, info, params, site)
+        launch_site = site()
+        freed = self._freed_arguments(info, params, launch_site)
         with self._lock:
             try:
                 launch = self.pipeline.prepare(
@@ -247,17 +252,20 @@ class Engine:
                     table_key=(self.registry.version, self.current_context()),
                     dynamic_shared=int(shared))
             except DeviceMemoryError as e:
+                self.findings.freed_arguments(name, freed)
                 self.findings.problem(str(e))
                 return (self.E.CUDA_ERROR_OUT_OF_MEMORY,)
             except Exception as e:  # noqa: BLE001 - an internal error, reported as such
                 self.findings.problem(f"{name} ran unchecked after an internal error of "
                                       f"gpusafe: {type(e).__name__}: {e}")
                 self.findings.report.record_unchecked(name, "internal error of gpusafe")
+                self.findings.freed_arguments(name, freed)
                 return perform(kernel_params, extra)
             offsets = [offset for _, offset, _ in info.params] + [info.context_param_offset]
             array = PointerArray(launch.params, offsets)
             result = perform(array.address, 0)
             del array
+            launch.site, launch.freed_arguments = launch_site, freed
             if result[0] != self.E.CUDA_SUCCESS:
                 self._failed(launch, result[0])
                 return result
@@ -271,7 +279,7 @@ class Engine:
         """A launch that did not run, or ended in a device fault: what it
         recorded before the fault is still reported, and so is the fault."""
         records, dropped = self.pipeline.collect(launch)
-        self.findings.device_records(launch.kernel, records, dropped, self.registry)
+        self._found(launch, records, dropped)
         if error in _FAULTS:
             detail = (self.backend.fault_detail() or "").removeprefix(f"{error.name}: ")
             self.findings.report.record_fault(launch.kernel, error.name, detail)
@@ -281,19 +289,22 @@ class Engine:
                                       "to its end")
         self.findings.changed()
 
-    def _check_arguments(self, kernel: str, info: host.KernelInfo, params: bytes,
-                         site: Callable[[], str | None]) -> None:
-        """A pointer argument into freed memory is a use after free before the
-        kernel runs."""
-        where = None
-        for value in host.root_values(info, params):
+    def _freed_arguments(self, info: host.KernelInfo, params: bytes,
+                         site: CallSite | None) -> list[FreedArgument]:
+        """Pointer arguments into freed memory: a use after free before the
+        kernel runs, reported once the launch's records say whether the
+        kernel went through them (:meth:`Findings.device_records`)."""
+        freed = []
+        for root, value in zip(info.roots, host.root_values(info, params), strict=True):
             with self._lock:
-                v = self.registry.check_argument(value, "cuLaunchKernel", None)
-            if v is not None:
-                where = where or site()
-                self.findings.host_violation(
-                    HostViolation(v.kind, v.address, v.size, v.allocation, v.api, where),
-                    kernel=kernel)
+                v = self.registry.check_argument(value, "cuLaunchKernel", site)
+            if v is not None and all(f.verdict.allocation is not v.allocation for f in freed):
+                freed.append(FreedArgument(root.param_index, v))
+        return freed
+
+    def _found(self, launch: Launch, records: list, dropped: int) -> None:
+        self.findings.device_records(launch.kernel, records, dropped, self.registry,
+                                     launch.site, launch.freed_arguments)
 
     def _records(self) -> list[host.AllocationRecord]:
         return [host.AllocationRecord(a.tag, a.base, a.size, a.state is State.LIVE)
@@ -312,8 +323,9 @@ class Engine:
                     records, dropped = self.pipeline.collect(launch)
                 except DeviceMemoryError as e:
                     self.findings.problem(f"{launch.kernel}: {e}")
+                    self.findings.freed_arguments(launch.kernel, launch.freed_arguments)
                     continue
-                self.findings.device_records(launch.kernel, records, dropped, self.registry)
+                self._found(launch, records, dropped)
             self.pipeline.release_retired()
         self.findings.changed()
 

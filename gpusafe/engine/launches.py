@@ -147,6 +147,8 @@ class Launch:
     violations: int  # address of its violation buffer
     # (memory, address, size) it holds; size -1: this launch's alone, never kept
     buffers: list[tuple[DeviceMemoryPort, int, int]] = field(default_factory=list)
+    site: Any = None  # the program's call site of the launch (a CallSite)
+    freed_arguments: list = field(default_factory=list)  # FreedArgument verdicts to confirm
 
 
 @dataclass

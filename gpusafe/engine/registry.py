@@ -25,6 +25,8 @@ from enum import Enum
 
 from gpusafe_instrument.kinds import ViolationKind
 
+from .callsite import CallSite
+
 DEFAULT_PADDING = 256
 """Red-zone bytes after each allocation; a multiple of the driver's 256-byte
 alignment so user-visible bases stay aligned as the driver promises."""
@@ -49,9 +51,9 @@ class Allocation:
     size: int
     reserved: int  # bytes obtained from the driver: size plus the red zone
     api: str
-    allocated_at: str | None
+    allocated_at: CallSite | None
     state: State = State.LIVE
-    freed_at: str | None = None
+    freed_at: CallSite | None = None
     owned: bool = True  # False: memory the program cannot free (a module's global variable)
     context: int = 0  # the driver context the allocation belongs to
     inherited: bool = False  # made by the parent of a forked process: its leak, not ours
@@ -73,7 +75,7 @@ class HostViolation:
     size: int
     allocation: Allocation | None
     api: str
-    location: str | None
+    location: CallSite | None
 
 
 @dataclass
@@ -105,7 +107,7 @@ class Registry:
         """Bytes to ask the driver for, red zone included."""
         return size + self.padding
 
-    def allocated(self, base: int, size: int, api: str, site: str | None,
+    def allocated(self, base: int, size: int, api: str, site: CallSite | None,
                   context: int = 0) -> Allocation:
         """Record an allocation the driver returned at ``base``.
 
@@ -119,7 +121,7 @@ class Registry:
         return self._insert(base, size, self.reserve_size(size), api, site, owned=True,
                             context=context)
 
-    def _insert(self, base: int, size: int, reserved: int, api: str, site: str | None,
+    def _insert(self, base: int, size: int, reserved: int, api: str, site: CallSite | None,
                 owned: bool, context: int = 0) -> Allocation:
         alloc = Allocation(self._next_tag, base, size, reserved, api, site, owned=owned,
                            context=context)
@@ -130,7 +132,7 @@ class Registry:
         self.version += 1
         return alloc
 
-    def mapped(self, base: int, size: int, api: str, site: str | None,
+    def mapped(self, base: int, size: int, api: str, site: CallSite | None,
                context: int = 0) -> Allocation:
         """Memory a kernel may reach that ``cuMemFree`` must not free: a
         module's ``.global`` variable whose address the program took
@@ -148,7 +150,7 @@ class Registry:
                 self._forget(alloc)
                 self.version += 1
 
-    def free(self, address: int, api: str, site: str | None) -> FreeResult:
+    def free(self, address: int, api: str, site: CallSite | None) -> FreeResult:
         """Judge a free; on success the allocation enters the quarantine."""
         alloc = self._at.get(address)
         if alloc is not None and not alloc.owned:
@@ -237,7 +239,7 @@ class Registry:
     # -- host-side checks -------------------------------------------------
 
     def check_range(self, address: int, size: int, api: str,
-                    site: str | None) -> HostViolation | None:
+                    site: CallSite | None) -> HostViolation | None:
         """A device range given to a copy or memset: inside one live allocation?"""
         if size == 0:
             return None
@@ -251,7 +253,7 @@ class Registry:
             return HostViolation(ViolationKind.API_OUT_OF_BOUNDS, address, size, alloc, api, site)
         return None
 
-    def check_argument(self, value: int, api: str, site: str | None) -> HostViolation | None:
+    def check_argument(self, value: int, api: str, site: CallSite | None) -> HostViolation | None:
         """A kernel argument that points into a freed allocation."""
         alloc = self.find(value)
         if alloc is not None and alloc.state is State.FREED:

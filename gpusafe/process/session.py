@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ..backends import open_backend
 from ..doors.python import install_python_door
+from ..engine import callsite
+from ..engine.callsite import DEFAULT_STACK_DEPTH
 from ..engine.checking import Engine, Policy
 from ..engine.findings import Findings
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
@@ -38,6 +40,7 @@ class RunOptions:
     check: bool = True  # False: route driver calls to the device, check nothing
     kernel_filter: str | None = None  # regex: check only the kernels it matches
     kernel_timeout: float | None = None  # seconds a kernel may run on the CPU device
+    stack_depth: int = DEFAULT_STACK_DEPTH  # program frames kept per call site
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -66,6 +69,7 @@ class Session:
         """Open the backend and put the Python door in front of it."""
         backend = open_backend(self.options.device, pads=self.options.check,
                                kernel_timeout=self.options.kernel_timeout)
+        callsite.configure(self.options.stack_depth)
         if self.options.check:
             o = self.options
             self.engine = Engine(backend, self.findings,

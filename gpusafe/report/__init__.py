@@ -40,6 +40,7 @@ from .model import (
     UncheckedKernel,
     Violation,
 )
+from .stacks import Frame, Stack
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "gpusafe-report-1.schema.json"
 
@@ -49,10 +50,12 @@ __all__ = [
     "SCHEMA_PATH",
     "AllocationInfo",
     "CheckedKernel",
+    "Frame",
     "Report",
     "ReportBuilder",
     "ReportFormatError",
     "SourceLocation",
+    "Stack",
     "Summary",
     "ThreadId",
     "ToolInfo",

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 from .model import AllocationInfo, SourceLocation, Violation
+from .stacks import Frame, Stack
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 and C1 controls, DEL, and the bidirectional marks and overrides."""
@@ -87,8 +89,21 @@ def with_display_paths(v: Violation, cwd: str | os.PathLike[str] | None = None) 
     if allocation is not None:
         allocation = replace(allocation,
                              allocated_at=display_site(allocation.allocated_at, cwd),
-                             freed_at=display_site(allocation.freed_at, cwd))
-    return replace(v, location=location, allocation=allocation)
+                             freed_at=display_site(allocation.freed_at, cwd),
+                             allocated_stack=_stack(allocation.allocated_stack,
+                                                    lambda p: display_path(p, cwd)),
+                             freed_stack=_stack(allocation.freed_stack,
+                                                lambda p: display_path(p, cwd)))
+    return replace(v, location=location, allocation=allocation,
+                   stack=_stack(v.stack, lambda p: display_path(p, cwd)))
+
+
+def _stack(stack: Stack | None, path: Callable[[str], str],
+           text: Callable[[str], str] = lambda t: t) -> Stack | None:
+    """Each frame's file through ``path``, its function name through ``text``."""
+    if stack is None:
+        return None
+    return tuple(Frame(path(f.file), f.line, text(f.function)) for f in stack)
 
 
 def as_shown(v: Violation, cwd: str | os.PathLike[str] | None = None) -> Violation:
@@ -105,13 +120,18 @@ def as_shown(v: Violation, cwd: str | os.PathLike[str] | None = None) -> Violati
         instruction=None if v.instruction is None else printable(v.instruction, keep="\t"),
         location=location,
         allocation=_printable_allocation(v.allocation),
+        stack=_stack(v.stack, printable, printable),
+        source=None if v.source is None else tuple((n, printable(t, keep="\t"))
+                                                   for n, t in v.source),
     )
 
 
 def _printable_allocation(a: AllocationInfo | None) -> AllocationInfo | None:
     if a is None:
         return None
-    return replace(a, allocated_at=_opt(a.allocated_at), freed_at=_opt(a.freed_at))
+    return replace(a, allocated_at=_opt(a.allocated_at), freed_at=_opt(a.freed_at),
+                   allocated_stack=_stack(a.allocated_stack, printable, printable),
+                   freed_stack=_stack(a.freed_stack, printable, printable))
 
 
 def _opt(text: str | None) -> str | None:

@@ -21,9 +21,8 @@ the tests hold the schema file and this reader to the same verdicts.
 from __future__ import annotations
 
 import json
-import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +30,16 @@ from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
 from ..exitcodes import EXIT_VIOLATIONS
+from . import jsonread
+from .canonical import canonical_json
+from .jsonread import ReportFormatError
+from .stacks import Frame, Stack, stack_to_list
+
+# the reader below is written with these short names
+_object, _array, _string, _integer = (jsonread.read_object, jsonread.read_array,
+                                      jsonread.read_string, jsonread.read_integer)
+_address, _enum, _opt, _optional_list = (jsonread.read_address, jsonread.read_enum,
+                                         jsonread.optional, jsonread.optional_list)
 
 SCHEMA_ID = "gpusafe-report/1"
 TOOL_NAME = "gpusafe"
@@ -38,22 +47,6 @@ DEFAULT_MAX_THREADS = 8
 """How many offending threads one folded entry keeps (the first ones seen)."""
 
 Dim3 = tuple[int, int, int]
-
-_HEX = re.compile(r"0x[0-9a-fA-F]{1,16}\Z")
-_LONGEST = (1 << 64) - 1
-"""The largest magnitude of any integer a report holds: addresses, sizes and
-offsets are 64-bit quantities, counts cannot outgrow them."""
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class ReportFormatError(ValueError):
-    """A document that is not a gpusafe-report/1 report; ``path`` names where."""
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
-
 
 # --------------------------------------------------------------------------
 # The facts
@@ -105,7 +98,8 @@ class AllocationInfo:
 
     ``offset`` is the faulting address minus ``base``: negative before the
     start, ``>= size`` past the end; null where no address is involved.
-    ``allocated_at`` / ``freed_at`` are ``file:line`` call sites in the program.
+    ``allocated_at`` / ``freed_at`` are ``file:line`` call sites in the program
+    (the named frame of ``allocated_stack`` / ``freed_stack`` when recorded).
     """
 
     tag: int
@@ -114,6 +108,8 @@ class AllocationInfo:
     offset: int | None = None
     allocated_at: str | None = None
     freed_at: str | None = None
+    allocated_stack: Stack | None = None
+    freed_stack: Stack | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +132,9 @@ class Violation:
     count: int = 1
     threads: tuple[ThreadId, ...] | None = None
     allocation: AllocationInfo | None = None
+    stack: Stack | None = None  # the host call behind it: the API call, or the kernel's launch
+    argument: int | None = None  # the launch argument (0-based) a device access came through
+    source: tuple[tuple[int, str], ...] | None = None  # lines of a kernel source gpusafe captured
 
     @property
     def on_device(self) -> bool:
@@ -264,7 +263,7 @@ class Report:
         """The canonical text: two-space indent, short containers on one line,
         a final newline. Deterministic, so a saved report re-renders to the
         same bytes."""
-        return _dump(self.to_dict(), 0) + "\n"
+        return canonical_json(self.to_dict()) + "\n"
 
     @classmethod
     def from_dict(cls, doc: Any) -> Report:
@@ -282,6 +281,23 @@ def hex_address(value: int) -> str:
 
 
 def _violation_to_dict(v: Violation) -> dict[str, Any]:
+    d = _required_to_dict(v)
+    if v.stack is not None:
+        d["stack"] = stack_to_list(v.stack)
+    if v.argument is not None:
+        d["argument"] = v.argument
+    if v.source is not None:
+        d["source"] = [[n, text] for n, text in v.source]
+    a = v.allocation
+    if a is not None:
+        if a.allocated_stack is not None:
+            d["allocation"]["allocated_stack"] = stack_to_list(a.allocated_stack)
+        if a.freed_stack is not None:
+            d["allocation"]["freed_stack"] = stack_to_list(a.freed_stack)
+    return d
+
+
+def _required_to_dict(v: Violation) -> dict[str, Any]:
     a = v.allocation
     return {
         "kind": v.kind.value,
@@ -312,38 +328,6 @@ def _violation_to_dict(v: Violation) -> dict[str, Any]:
             if a is not None else None
         ),
     }
-
-
-# --------------------------------------------------------------------------
-# Canonical layout
-
-
-_INLINE_WIDTH = 76
-
-
-def _dump(obj: Any, level: int) -> str:
-    flat = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
-    if not isinstance(obj, (dict, list)) or not obj:
-        return flat
-    if len(flat) + 2 * level <= _INLINE_WIDTH and _depth(obj) <= 2:
-        return flat
-    pad = "  " * (level + 1)
-    if isinstance(obj, dict):
-        items = [
-            f"{pad}{json.dumps(k, ensure_ascii=False)}: {_dump(v, level + 1)}"
-            for k, v in obj.items()
-        ]
-        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
-    items = [f"{pad}{_dump(v, level + 1)}" for v in obj]
-    return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
-
-
-def _depth(obj: Any) -> int:
-    if isinstance(obj, dict):
-        return 1 + max((_depth(v) for v in obj.values()), default=0)
-    if isinstance(obj, list):
-        return 1 + max((_depth(v) for v in obj), default=0)
-    return 0
 
 
 # --------------------------------------------------------------------------
@@ -430,6 +414,9 @@ class ReportBuilder:
         location: SourceLocation | None = None,
         allocation: AllocationInfo | None = None,
         count: int = 1,
+        stack: Stack | None = None,
+        argument: int | None = None,
+        source: tuple[tuple[int, str], ...] | None = None,
     ) -> None:
         """One access a kernel attempted and the check refused (one drained
         device record, mapped through the site table)."""
@@ -445,6 +432,9 @@ class ReportBuilder:
             count=count,
             threads=(ThreadId(_as_dim3(block), _as_dim3(thread)),),
             allocation=allocation,
+            stack=stack,
+            argument=argument,
+            source=source,
         ))
 
     def add_host_violation(
@@ -456,6 +446,7 @@ class ReportBuilder:
         size: int | None = None,
         allocation: AllocationInfo | None = None,
         kernel: str | None = None,
+        stack: Stack | None = None,
     ) -> None:
         """A violation found on the host: a bad free or copy (``location`` is
         the program's call site), a freed pointer passed to a launch
@@ -471,6 +462,7 @@ class ReportBuilder:
             kernel=kernel,
             location=location,
             allocation=allocation,
+            stack=stack,
         ))
 
     # -- launches --------------------------------------------------------------
@@ -604,7 +596,7 @@ def _read_report(doc: Any) -> Report:
 def _read_violation(doc: Any, path: str) -> Violation:
     d = _object(doc, path, required=("kind", "access", "size", "address", "kernel", "location",
                                      "ptx_line", "instruction", "count", "threads",
-                                     "allocation"))
+                                     "allocation"), optional=("stack", "argument", "source"))
     return Violation(
         kind=_enum(ViolationKind, d["kind"], f"{path}.kind"),
         access=_opt(d["access"], f"{path}.access", lambda x, p: _enum(AccessKind, x, p)),
@@ -619,7 +611,38 @@ def _read_violation(doc: Any, path: str) -> Violation:
                      lambda x, p: tuple(_read_thread(t, f"{p}[{i}]")
                                         for i, t in enumerate(_array(x, p)))),
         allocation=_opt(d["allocation"], f"{path}.allocation", _read_allocation),
+        stack=_present(d, "stack", path, _read_stack),
+        argument=_present(d, "argument", path, lambda x, p: _integer(x, p, minimum=0)),
+        source=_present(d, "source", path, _read_source),
     )
+
+
+def _present(d: Mapping[str, Any], key: str, path: str, read):
+    """An optional property of an object: absent is None, present it is read
+    (null is not a value of any of them)."""
+    return read(d[key], f"{path}.{key}") if key in d else None
+
+
+def _read_stack(doc: Any, path: str) -> Stack:
+    frames = []
+    for i, f in enumerate(_array(doc, path)):
+        p = f"{path}[{i}]"
+        o = _object(f, p, required=("file", "line", "function"))
+        frames.append(Frame(_string(o["file"], f"{p}.file"),
+                            _integer(o["line"], f"{p}.line", minimum=1),
+                            _string(o["function"], f"{p}.function")))
+    return tuple(frames)
+
+
+def _read_source(doc: Any, path: str) -> tuple[tuple[int, str], ...]:
+    lines = []
+    for i, pair in enumerate(_array(doc, path)):
+        p = f"{path}[{i}]"
+        items = _array(pair, p)
+        if len(items) != 2:
+            raise ReportFormatError(p, f"expected [line, text], got {len(items)} items")
+        lines.append((_integer(items[0], f"{p}[0]", minimum=1), _string(items[1], f"{p}[1]")))
+    return tuple(lines)
 
 
 def _read_location(doc: Any, path: str) -> SourceLocation:
@@ -647,7 +670,7 @@ def _read_dim3(doc: Any, path: str) -> Dim3:
 
 def _read_allocation(doc: Any, path: str) -> AllocationInfo:
     d = _object(doc, path, required=("tag", "base", "size", "offset", "allocated_at",
-                                     "freed_at"))
+                                     "freed_at"), optional=("allocated_stack", "freed_stack"))
     return AllocationInfo(
         tag=_integer(d["tag"], f"{path}.tag", minimum=0),
         base=_address(d["base"], f"{path}.base"),
@@ -655,6 +678,8 @@ def _read_allocation(doc: Any, path: str) -> AllocationInfo:
         offset=_opt(d["offset"], f"{path}.offset", _integer),
         allocated_at=_opt(d["allocated_at"], f"{path}.allocated_at", _string),
         freed_at=_opt(d["freed_at"], f"{path}.freed_at", _string),
+        allocated_stack=_present(d, "allocated_stack", path, _read_stack),
+        freed_stack=_present(d, "freed_stack", path, _read_stack),
     )
 
 
@@ -675,86 +700,3 @@ def _read_fault(doc: Any, path: str) -> DeviceFault:
     return DeviceFault(_string(d["kernel"], f"{path}.kernel"),
                        _string(d["error"], f"{path}.error"),
                        _string(d["detail"], f"{path}.detail"))
-
-
-def _type_name(x: Any) -> str:
-    if x is None:
-        return "null"
-    return {bool: "boolean", int: "integer", float: "number", str: "string",
-            list: "array", dict: "object"}.get(type(x), type(x).__name__)
-
-
-def _object(doc: Any, path: str, *, required: Iterable[str],
-            optional: Iterable[str] = ()) -> Mapping[str, Any]:
-    if not isinstance(doc, dict):
-        raise ReportFormatError(path, f"expected an object, got {_type_name(doc)}")
-    required = tuple(required)
-    for key in required:
-        if key not in doc:
-            raise ReportFormatError(path, f"missing required property {key!r}")
-    known = set(required) | set(optional)
-    for key in doc:
-        if key not in known:
-            raise ReportFormatError(path, f"unknown property {key!r}")
-    return doc
-
-
-def _array(doc: Any, path: str) -> list:
-    if not isinstance(doc, list):
-        raise ReportFormatError(path, f"expected an array, got {_type_name(doc)}")
-    return doc
-
-
-def _string(doc: Any, path: str) -> str:
-    if not isinstance(doc, str):
-        raise ReportFormatError(path, f"expected a string, got {_type_name(doc)}")
-    # JSON can spell half a UTF-16 pair ("\\ud800"); it is no character, and
-    # no text holding one can be printed or written as UTF-8.
-    lone = _SURROGATE.search(doc)
-    if lone:
-        raise ReportFormatError(path, f"a lone surrogate \\u{ord(lone.group()):04x} is not a "
-                                      "character")
-    return doc
-
-
-def _integer(doc: Any, path: str, minimum: int | None = None) -> int:
-    # JSON (and JSON Schema) has numbers, not ints: 4.0 is the integer 4.
-    if isinstance(doc, float) and doc.is_integer():
-        doc = int(doc)
-    if isinstance(doc, bool) or not isinstance(doc, int):
-        raise ReportFormatError(path, f"expected an integer, got {_type_name(doc)}")
-    if abs(doc) > _LONGEST:
-        raise ReportFormatError(path, "expected an integer of at most 64 bits, got one of "
-                                      f"{doc.bit_length()} bits")
-    if minimum is not None and doc < minimum:
-        raise ReportFormatError(path, f"expected an integer >= {minimum}, got {doc}")
-    return doc
-
-
-def _address(doc: Any, path: str) -> int:
-    text = _string(doc, path)
-    if not _HEX.match(text):
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise ReportFormatError(path, f"expected a 64-bit hex address like '0x7f0000001000', "
-                                      f"got {shown!r}")
-    return int(text, 16)
-
-
-def _enum(enum: type, doc: Any, path: str):
-    text = _string(doc, path)
-    try:
-        return enum(text)
-    except ValueError:
-        allowed = ", ".join(m.value for m in enum)
-        raise ReportFormatError(path, f"{text!r} is not one of {allowed}") from None
-
-
-def _opt(doc: Any, path: str, read):
-    return None if doc is None else read(doc, path)
-
-
-def _optional_list(d: Mapping[str, Any], key: str, read):
-    """An optional property: absent is None; present, it must be an array."""
-    if key not in d:
-        return None
-    return tuple(read(x, f"{key}[{i}]") for i, x in enumerate(_array(d[key], key)))

@@ -127,6 +127,8 @@ def _result(v: Violation) -> dict[str, Any]:
         props["address"] = hex_address(v.address)
     if v.kernel is not None:
         props["kernel"] = v.kernel
+    if v.argument is not None:
+        props["argument"] = v.argument
     if v.ptx_line is not None:
         props["ptxLine"] = v.ptx_line
     if v.instruction is not None:
@@ -152,19 +154,31 @@ def _primary_location(v: Violation) -> dict[str, Any] | None:
 
 
 def _related_locations(v: Violation) -> list[dict[str, Any]]:
-    related = []
+    """The call stack behind the entry, then where its allocation was made
+    and freed (each a stack when recorded, else the one site)."""
+    related: list[dict[str, Any]] = []
+
+    def add(loc: SourceLocation, text: str) -> None:
+        related.append({"id": len(related) + 1, "physicalLocation": _physical(loc),
+                        "message": {"text": text}})
+
+    call = "launch of the kernel" if v.on_device else "call"
+    for i, f in enumerate(v.stack or ()):
+        add(SourceLocation(f.file, f.line), f"{call}: frame #{i} in {f.function}")
     a = v.allocation
     if a is None:
         return related
-    for text, what in ((a.allocated_at, "allocated"), (a.freed_at, "freed")):
-        site = SourceLocation.parse(text)
-        if site is None:
+    for text, stack, what in ((a.allocated_at, a.allocated_stack, "allocated"),
+                              (a.freed_at, a.freed_stack, "freed")):
+        here = f"{a.size}-byte allocation (tag {a.tag}) {what} here"
+        if stack:
+            for i, f in enumerate(stack):
+                add(SourceLocation(f.file, f.line),
+                    here if str(f) == text else f"{here}: frame #{i} in {f.function}")
             continue
-        related.append({
-            "id": len(related) + 1,
-            "physicalLocation": _physical(site),
-            "message": {"text": f"{a.size}-byte allocation (tag {a.tag}) {what} here"},
-        })
+        site = SourceLocation.parse(text)
+        if site is not None:
+            add(site, here)
     return related
 
 

@@ -21,11 +21,12 @@ crosses ``/``), and a pattern with spaces is quoted as in a shell. The keys:
     the kernel's name as reported (mangled for C++ kernels: ``*vector_add*``).
 ``file``
     a file the entry names: its source location, its allocation site or its
-    free site. A pattern without ``/`` matches the file's name in any
+    free site, or any frame of the stacks recorded for its call (or launch),
+    allocation and free. A pattern without ``/`` matches the file's name in any
     directory; one with ``/`` matches the path as recorded or as the report
     prints it (relative to the working directory when under it).
 ``site``
-    a ``file:line`` site the entry names (the same three places), with the
+    a ``file:line`` site the entry names (the same places, stacks included), with the
     same rule for ``/``: ``site:app.py:31``, ``site:*/helpers.py:*``.
 
 Suppressed entries leave the report before it is rendered and before the exit
@@ -153,15 +154,22 @@ def _term(word: str, where: str) -> tuple[str, str]:
 
 def _sites(v: Violation) -> Iterator[SourceLocation]:
     """Every ``file:line`` the entry names: where to look, where the
-    allocation was made and where it was freed."""
+    allocation was made and where it was freed, and every frame of the
+    stacks behind them (a bug reached through a vendored helper is
+    suppressed by the helper's file)."""
     if v.location is not None:
         yield v.location
     a = v.allocation
+    stacks = [v.stack]
     if a is not None:
         for text in (a.allocated_at, a.freed_at):
             site = SourceLocation.parse(text)
             if site is not None:
                 yield site
+        stacks += [a.allocated_stack, a.freed_stack]
+    for stack in stacks:
+        for frame in stack or ():
+            yield SourceLocation(frame.file, frame.line)
 
 
 def _path_matches(path: str, pattern: str, cwd: str | os.PathLike[str] | None) -> bool:

@@ -28,10 +28,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpusafe_instrument.kinds import ViolationKind
+
 from .describe import describe_access, describe_allocation, describe_threads
 from .display import as_shown, printable
 from .model import Report, SourceLocation, Violation, hex_address
 from .picture import picture
+from .stacks import Stack, numbered
 
 CONTEXT_LINES = 2
 """Source lines shown on each side of the faulting line."""
@@ -84,6 +87,21 @@ def render_text(
     return buf.getvalue()
 
 
+def render_entries(
+    violations: Sequence[Violation],
+    *,
+    search_dirs: Iterable[str | os.PathLike[str]] = (),
+    width: int = 100,
+) -> str:
+    """The blocks of ``violations`` alone, as plain text: no header and no
+    summary (a test's own findings, shown in its failure)."""
+    buf = io.StringIO()
+    renderer = _Renderer(_console(buf, False, width), tuple(Path(d) for d in search_dirs), None)
+    for i, v in enumerate(violations, 1):
+        renderer.violation(i, v)
+    return buf.getvalue()
+
+
 def _console(file: TextIO, color: bool | None, width: int | None) -> Console:
     if color is None:
         return Console(file=file, highlight=False, width=width)
@@ -119,6 +137,16 @@ def find_source(file: str, search_dirs: Sequence[Path],
         except (OSError, ValueError, RuntimeError):  # a name the system refuses, a link loop
             continue
     return None
+
+
+def captured_excerpt(v: Violation, context: int = CONTEXT_LINES) -> list[tuple[int, str]] | None:
+    """The lines around ``v``'s line from the kernel source gpusafe captured
+    when it was compiled (no file holds it: NVRTC was given a string)."""
+    if v.source is None or v.location is None:
+        return None
+    line = v.location.line
+    lines = [(n, t) for n, t in v.source if abs(n - line) <= context]
+    return lines if any(n == line for n, _ in lines) else None
 
 
 def source_excerpt(
@@ -192,6 +220,9 @@ class _Renderer:
         access = describe_access(v)
         if access:
             self.line(Text("    ") + Text(access, style="bold"))
+        if v.argument is not None:
+            self.line(Text(f"    through argument {v.argument} of the launch, a pointer into "
+                           "memory freed before the launch"))
         if v.location is not None:
             at = Text("    at ")
             loc = str(v.location)
@@ -199,7 +230,8 @@ class _Renderer:
                 loc += f":{v.location.column}"
             at.append(loc, style="cyan")
             self.line(at)
-            excerpt = source_excerpt(recorded.location, self.search_dirs, roots=self.roots)
+            excerpt = (source_excerpt(recorded.location, self.search_dirs, roots=self.roots)
+                       or captured_excerpt(v))
             if excerpt:
                 self.excerpt(excerpt, v.location.line)
         elif v.on_device:
@@ -212,6 +244,8 @@ class _Renderer:
             ptx.append(": ")
             ptx.append(v.instruction, style="dim")
             self.line(ptx)
+        if v.kind is not ViolationKind.LEAK:  # a leak's call is its allocation, shown below
+            self.stack("launched here" if v.on_device else "called here", v.stack)
         threads = describe_threads(v)
         if threads:
             self.line(Text(f"    {threads}"))
@@ -229,9 +263,21 @@ class _Renderer:
         if drawn is not None:
             for row in drawn:
                 self.line(Text(row))
+        if v.allocation is not None:
+            self.stack("allocated here", v.allocation.allocated_stack)
+            self.stack("freed here", v.allocation.freed_stack)
         n = v.count
         self.line(Text(f"    {n} occurrence{'s' if n != 1 else ''}"))
         self.line()
+
+    def stack(self, title: str, stack: Stack | None) -> None:
+        """A recorded stack as AddressSanitizer shows one: numbered frames,
+        innermost first (one frame says no more than the site already does)."""
+        if not stack or len(stack) < 2:
+            return
+        self.line(Text(f"    {title}:"))
+        for row in numbered(stack):
+            self.line(Text(f"      {row}", style="dim"))
 
     def excerpt(self, excerpt: list[tuple[int, str]], target: int) -> None:
         width = len(str(excerpt[-1][0]))
