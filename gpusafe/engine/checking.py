@@ -21,7 +21,7 @@ from gpusafe_instrument import host
 
 from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack
-from .findings import Findings
+from .findings import Findings, heap_allocation
 from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline
 from .modules import LoadPlan, ModuleInfo, Modules
 from .registry import (
@@ -67,6 +67,7 @@ class Engine:
         self._records_survive_faults = backend.record_memory is not None
         self._pending: list[Launch] = []
         self._lock = threading.RLock()
+        self._heap_lost = 0  # in-kernel mallocs reported as unrecorded so far
 
     # -- allocations ---------------------------------------------------------
 
@@ -241,7 +242,7 @@ class Engine:
                 launch = self.pipeline.prepare(
                     module.sites, name, params, self._records(),
                     table_key=(self.registry.version, self.current_context()),
-                    dynamic_shared=int(shared))
+                    dynamic_shared=int(shared), heap_key=self.current_context())
             except DeviceMemoryError as e:
                 self.findings.problem(str(e))
                 return (self.E.CUDA_ERROR_OUT_OF_MEMORY,)
@@ -270,7 +271,7 @@ class Engine:
             self.pipeline.release(launch)
             return
         records, dropped = self.pipeline.collect(launch)
-        self.findings.device_records(launch.kernel, records, dropped, self.registry)
+        self._device_records(launch, records, dropped)
         if error in _FAULTS:
             detail = (self.backend.fault_detail() or "").removeprefix(f"{error.name}: ")
             self.findings.report.record_fault(launch.kernel, error.name, detail)
@@ -312,9 +313,35 @@ class Engine:
                 except DeviceMemoryError as e:
                     self.findings.problem(f"{launch.kernel}: {e}")
                     continue
-                self.findings.device_records(launch.kernel, records, dropped, self.registry)
+                self._device_records(launch, records, dropped)
             self.pipeline.release_retired()
+            self._heap_overflow()
         self.findings.changed()
+
+    def _device_records(self, launch: Launch, records: list[host.DeviceViolation],
+                        dropped: int) -> None:
+        heap = launch.heap
+        pipeline = self.pipeline
+        self.findings.device_records(
+            launch.kernel, records, dropped, self.registry,
+            heap=lambda tag: heap_allocation(pipeline, heap, tag))
+
+    def _heap_overflow(self) -> None:
+        """In-kernel mallocs the heap table had no room for are named: their
+        accesses cannot be told from wild ones."""
+        if not self.pipeline.heaps:
+            return
+        try:
+            lost = self.pipeline.heap_unrecorded()
+        except DeviceMemoryError as e:
+            self.findings.problem(str(e))
+            return
+        if lost and not self._heap_lost:
+            self._heap_lost = lost
+            self.findings.problem(
+                f"the device heap table is full: {lost} in-kernel malloc blocks were not "
+                "recorded; accesses to them are reported as out of bounds and their frees "
+                "are not checked")
 
     def forked(self) -> None:
         """In a forked child: the parent's allocations and launches are the

@@ -11,11 +11,16 @@ it may die.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
-from gpusafe_instrument.host import DeviceViolation
+from gpusafe_instrument.host import DeviceViolation, is_heap_tag
 
 from ..report import AllocationInfo, ReportBuilder, SourceLocation
+from .launches import LaunchPipeline
 from .registry import Allocation, HostViolation, Registry
+
+HeapLookup = Callable[[int], AllocationInfo | None]
+"""A device-heap tag to the block it names (offset not set), if known."""
 
 
 def allocation_info(alloc: Allocation | None, address: int | None) -> AllocationInfo | None:
@@ -25,6 +30,28 @@ def allocation_info(alloc: Allocation | None, address: int | None) -> Allocation
         tag=alloc.tag, base=alloc.base, size=alloc.size,
         offset=None if address is None else address - alloc.base,
         allocated_at=alloc.allocated_at, freed_at=alloc.freed_at,
+    )
+
+
+def heap_allocation(pipeline: LaunchPipeline, heap: int, tag: int) -> AllocationInfo | None:
+    """The device-heap block of ``tag`` as the report describes it: the
+    kernel launched when it was malloc'd, the source lines of its malloc and
+    free (null where the PTX has no line info)."""
+    block = pipeline.heap_block(heap, tag)
+    if block is None:
+        return None
+    made = pipeline.heap_site(block.alloc_origin, block.alloc_site)
+    freed = None if block.live else pipeline.heap_site(block.free_origin, block.free_site)
+
+    def line(where: tuple | None) -> str | None:
+        site = where[1] if where is not None else None
+        return f"{site.file}:{site.line}" if site is not None and site.file and site.line \
+            else None
+
+    return AllocationInfo(
+        tag=block.tag, base=block.base, size=block.size,
+        allocated_at=line(made), freed_at=line(freed),
+        allocated_by_kernel=made[0] if made is not None else "(unknown)",
     )
 
 
@@ -61,21 +88,33 @@ class Findings:
         self.changed()  # rare, and a crash must not lose it
 
     def device_records(self, kernel: str, records: list[DeviceViolation], dropped: int,
-                       registry: Registry) -> None:
+                       registry: Registry, heap: HeapLookup | None = None) -> None:
         """One launch's records, each joined with the allocation it hit: the
-        one its pointer was derived from (the tag), or for an access through
-        an unknown pointer, the allocation whose memory or red zone holds it."""
+        one its pointer was derived from (the tag; a device-heap block through
+        ``heap``), or for an access through an unknown pointer, the allocation
+        whose memory or red zone holds it.  A record of a malloc/free call
+        site (a bad device free) has no access kind or width."""
         if dropped:
             self.report.record_dropped(dropped)
+        heap_blocks: dict[int, AllocationInfo | None] = {}
         for r in records:
-            alloc = registry.by_tag.get(r.tag) if r.tag else None
-            if alloc is None and r.site.space in ("global", "generic"):
-                alloc = registry.find(r.address) or registry.nearest(r.address)
             s = r.site
+            info: AllocationInfo | None
+            if is_heap_tag(r.tag):
+                if r.tag not in heap_blocks:
+                    heap_blocks[r.tag] = heap(r.tag) if heap is not None else None
+                block = heap_blocks[r.tag]
+                info = None if block is None else replace(block, offset=r.address - block.base)
+            else:
+                alloc = registry.by_tag.get(r.tag) if r.tag else None
+                if alloc is None and s.space in ("global", "generic"):
+                    alloc = registry.find(r.address) or registry.nearest(r.address)
+                info = allocation_info(alloc, r.address)
+            call = s.check == "heap"
             location = SourceLocation(s.file, s.line, s.column) if s.file and s.line else None
             self.report.add_device_violation(
-                r.kind, access=s.access, size=r.width, address=r.address,
-                kernel=kernel, ptx_line=s.ptx_line, instruction=s.instruction,
-                block=r.block, thread=r.thread, location=location,
-                allocation=allocation_info(alloc, r.address),
+                r.kind, access=None if call else s.access, size=None if call else r.width,
+                address=r.address, kernel=kernel, ptx_line=s.ptx_line,
+                instruction=s.instruction, block=r.block, thread=r.thread, location=location,
+                allocation=info,
             )

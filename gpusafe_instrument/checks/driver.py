@@ -46,7 +46,7 @@ from ..nodes import (
     Verbatim,
 )
 from ..printer import statements_chunks
-from ..runtime import CONTEXT_PARAM, is_instrumented, link
+from ..runtime import CONTEXT_PARAM, HEAP_WRAPPERS, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
 from .emission import CONTEXT_REGISTER, I, window_params
@@ -115,6 +115,7 @@ class _Attempt:
     call_sites: dict[str, list[CallSite]] = field(default_factory=dict)
     """Calls passing pointer arguments that carry windows, by caller (``arguments``)."""
     kernel_infos: dict[str, KernelInfo] = field(default_factory=dict)
+    heap: bool = False  # some function calls the device heap's malloc/free
 
     def plan(self) -> dict[str, str]:
         """Plan every function to check; the functions newly found uncheckable
@@ -178,6 +179,8 @@ class _Attempt:
         the memory of the pass is the module's, not the module's plus every
         rewritten function's nodes."""
         rewrite_function(fp)
+        arguments.heap = fp.heap_calls
+        self.heap = self.heap or bool(fp.heap_calls)
         _pass_context(fp.fn, arguments)
         fp.stats.slots = len(fp.slots)
         if fp.kernel:
@@ -217,7 +220,7 @@ class _Attempt:
             # copies no checked kernel reaches through a checked call path are dead
             drop_unused_copies(module, set(self.display), printed)
         self.sites.unchecked = dict(sorted(unchecked.items()))
-        link(module)
+        link(module, heap=self.heap)
         return InstrumentResult(ptx.emit(module), self.sites, stats, module)
 
 
@@ -308,15 +311,20 @@ class _Arguments:
     windows: dict[str, list[int]]
     calls: dict[int, CallSite]
     own: set[int]
+    heap: dict[int, int] = field(default_factory=dict)
+    """The device heap's malloc/free calls (id -> site): they go to the runtime."""
 
     def wanted(self, s: Statement) -> bool:
-        return type(s) is Instruction and s.op == "call" and query.call_target(s) in self.needy
+        return type(s) is Instruction and s.op == "call" and (
+            query.call_target(s) in self.needy or id(s) in self.heap)
 
 
 def _pass_context(fn: Function, args: _Arguments) -> None:
     """Every direct call of ``fn`` to a function needing the context passes it
-    (and the windows the callee takes)."""
-    if not args.needy:
+    (and the windows the callee takes); a call of the device heap's
+    ``malloc``/``free`` becomes a call of the runtime's wrapper, passed the
+    context and its site."""
+    if not args.needy and not args.heap:
         return
     body = fn.body
     assert body is not None
@@ -347,6 +355,7 @@ def _pass_context_in_block(blk: Block, args: _Arguments) -> None:
 
 
 _CTX_ARGUMENT = "__gs_ctxarg"
+_SITE_ARGUMENT = "__gs_sitearg"
 _WINDOW_REGISTER = "%__gs_warg"
 
 
@@ -361,6 +370,11 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
         I("ld.param.u64", CONTEXT_REGISTER, Address(Symbol(CONTEXT_PARAM))),
         I("st.param.b64", Address(Symbol(_CTX_ARGUMENT)), CONTEXT_REGISTER),
     ]
+    heap_site = args.heap.get(id(call))
+    if heap_site is not None:
+        names.append(_SITE_ARGUMENT)
+        out += [Variable(".param", ".b32", _SITE_ARGUMENT),
+                I("st.param.b32", Address(Symbol(_SITE_ARGUMENT)), heap_site)]
     taken = args.windows.get(callee, ())
     if taken:
         site = args.calls.get(id(call))
@@ -373,6 +387,8 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
             out += _window_values(source, lo, hi, args.own)
     ops = list(call.operands)
     idx = next(i for i, o in enumerate(ops) if isinstance(o, Symbol))
+    if heap_site is not None:
+        ops[idx] = Symbol(HEAP_WRAPPERS[callee])
     extra = tuple(Symbol(n) for n in names)
     rest = ops[idx + 1] if idx + 1 < len(ops) else None
     if isinstance(rest, ArgumentList):
