@@ -107,9 +107,13 @@ class _Table:
 class LaunchPipeline:
     """Prepares launches and reads their violation records back."""
 
-    def __init__(self, memory: DeviceMemoryPort, capacity: int = VIOLATION_CAPACITY) -> None:
+    def __init__(self, memory: DeviceMemoryPort, capacity: int = VIOLATION_CAPACITY, *,
+                 heap_capacity: int = layout.HEAP_CAPACITY,
+                 heap_ring: int = layout.HEAP_RING) -> None:
         self.memory = memory
         self.capacity = capacity
+        self.heap_capacity = heap_capacity  # blocks a heap table records
+        self.heap_ring = heap_ring  # device-freed blocks it keeps from reuse
         self._table: _Table | None = None
         self._retired: list[int] = []  # replaced table copies a launch in flight may read
         self._spare: dict[int, list[int]] = {}  # size -> buffers a finished launch gave back
@@ -130,7 +134,7 @@ class LaunchPipeline:
             uses = self._uses_heap[id(sites)] = any(s.check == "heap" for s in sites.sites)
         if not uses:
             return 0
-        address = self._upload(host.heap_table())
+        address = self._upload(host.heap_table(self.heap_capacity, self.heap_ring))
         self.heaps[key] = address
         return address
 
@@ -149,7 +153,7 @@ class LaunchPipeline:
         from the device now (its state is the latest)."""
         if not heap or not host.is_heap_tag(tag):
             return None
-        if tag - layout.HEAP_TAG_BASE >= layout.HEAP_CAPACITY:
+        if tag - layout.HEAP_TAG_BASE >= self.heap_capacity:
             return None
         data = self.memory.read(heap + host.heap_entry_offset(tag), layout.HEAP_ENTRY.size)
         return host.decode_heap_entry(data)
