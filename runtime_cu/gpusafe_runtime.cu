@@ -278,7 +278,8 @@ extern "C" __device__ __noinline__ gpusafe_check_result __gpusafe_check(
         const gpusafe_allocation_entry* e = gs_find(ctx, a);
         gpusafe_heap_entry b;
         if (e == 0 && __gpusafe_heap_find(ctx, a, &b)) {
-            // a device-heap block; its window is not cached: any thread may free it
+            // a device-heap block (the caller forgets its cached window at
+            // each device free it makes or calls)
             if (b.state != GPUSAFE_ALLOC_LIVE && a - b.base < b.size)
                 res.status = __gpusafe_record(ctx, GPUSAFE_USE_AFTER_FREE, site, addr, width, b.tag);
             else if (!gs_inside(a, width, b.base, b.base + b.size))
@@ -287,6 +288,10 @@ extern "C" __device__ __noinline__ gpusafe_check_result __gpusafe_check(
             else if (misaligned)
                 res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width,
                                               b.tag);
+            else if (b.size >= 16) {
+                res.low = b.base;
+                res.high = b.base + b.size;
+            }
             return res;
         }
         if (e != 0 && e->state != GPUSAFE_ALLOC_LIVE)

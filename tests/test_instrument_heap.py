@@ -241,3 +241,39 @@ def test_malloc_in_a_device_function_passes_the_context_down():
     assert len(found) == THREADS
     assert all(host.is_heap_tag(v.tag) for v in found)
     assert {heap_allocation(pipeline, launch.heap, v.tag).size for v in found} == {16}  # type: ignore[union-attr]
+
+
+FREE_THEN_USE = r"""
+__device__ __noinline__ void drop(int* p) { free(p); }
+extern "C" __global__ void k(int* out, int via)
+{
+    int* p = (int*)malloc(64);
+    p[2] = 3;                   // the block's window is cached now
+    __syncthreads();
+    p[0] = 1;                   // through the cached window
+    p[1] = 2;
+    if (via) drop(p); else free(p);
+    out[threadIdx.x] = p[0] + p[1];
+}
+"""
+
+
+@pytest.mark.parametrize("via", [0, 1], ids=["free", "free-in-a-callee"])
+def test_a_block_freed_by_the_thread_itself_is_not_used_through_its_cached_window(via):
+    text = nvrtc_compile(FREE_THEN_USE, "ftu.cu", "compute_75", ("-lineinfo",))
+    result = instrument(text)
+    ptxas(result.ptx, "sm_75")
+    memory = DeviceMemory(red_zone=0, quarantine=0)
+    out = memory.alloc(4 * THREADS)
+    info = result.sites.kernels["k"]
+    params = bytearray(info.context_param_offset)
+    params[0:8] = out.to_bytes(8, "little")
+    params[8:12] = via.to_bytes(4, "little")
+    pipeline = LaunchPipeline(memory)
+    launch = pipeline.prepare(result.sites, "k", bytes(params),
+                              [host.AllocationRecord(a.tag, a.base, a.size) for a in
+                               memory.allocations])
+    Program(result.ptx, memory).launch("k", (1, 1, 1), (THREADS, 1, 1), 0, launch.params)
+    found, _ = pipeline.collect(launch)
+    assert [v.kind.value for v in found] == ["use-after-free"] * (2 * THREADS)
+    assert not np.frombuffer(memory.read(out, 4 * THREADS), np.int32).any()

@@ -29,8 +29,8 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import layout, ptx, query
 from .. import provenance as prov
-from .. import ptx, query
 from ..nodes import (
     Address,
     ArgumentList,
@@ -116,6 +116,7 @@ class _Attempt:
     """Calls passing pointer arguments that carry windows, by caller (``arguments``)."""
     kernel_infos: dict[str, KernelInfo] = field(default_factory=dict)
     heap: bool = False  # some function calls the device heap's malloc/free
+    freeing: set[str] = field(default_factory=set)  # functions reaching the heap's free
 
     def plan(self) -> dict[str, str]:
         """Plan every function to check; the functions newly found uncheckable
@@ -163,6 +164,7 @@ class _Attempt:
                     and not (fp.calls.symbols.keys() & functions):
                 self._finish_function(fp, _Arguments(set(), {}, {}, set()))
         self.needy = _needing_context(self.plans)
+        self.freeing = _mark_freeing(self.plans)
         for fp in self.plans:
             why = _call_problem(fp, self.needy)
             if why is not None:
@@ -180,6 +182,7 @@ class _Attempt:
         rewritten function's nodes."""
         rewrite_function(fp)
         arguments.heap = fp.heap_calls
+        arguments.cache = fp.uses_cache
         self.heap = self.heap or bool(fp.heap_calls)
         _pass_context(fp.fn, arguments)
         fp.stats.slots = len(fp.slots)
@@ -205,7 +208,8 @@ class _Attempt:
                 fp.needs_ctx = True
             calls = {id(c.instr): c for c in self.call_sites.get(fp.fn.name, ())}
             self._finish_function(fp, _Arguments(needy, windows, calls,
-                                                 set(windows.get(fp.fn.name, ()))))
+                                                 set(windows.get(fp.fn.name, ())),
+                                                 freeing=self.freeing))
         stats = {fp.display: fp.stats for fp in self.plans}
         for fp in self.plans:
             if fp.kernel:
@@ -222,6 +226,20 @@ class _Attempt:
         self.sites.unchecked = dict(sorted(unchecked.items()))
         link(module, heap=self.heap)
         return InstrumentResult(ptx.emit(module), self.sites, stats, module)
+
+
+def _mark_freeing(plans: list[FunctionPlan]) -> set[str]:
+    """Mark the functions calling the device heap's ``free``, directly or
+    through their calls (``frees_heap``); returns their names."""
+    freeing = {fp.fn.name for fp in plans if fp.frees_heap}
+    changed = True
+    while changed:
+        changed = False
+        for fp in plans:
+            if fp.fn.name not in freeing and fp.calls.direct & freeing:
+                freeing.add(fp.fn.name)
+                fp.frees_heap = changed = True
+    return freeing
 
 
 def _needing_context(plans: list[FunctionPlan]) -> set[str]:
@@ -313,6 +331,9 @@ class _Arguments:
     own: set[int]
     heap: dict[int, int] = field(default_factory=dict)
     """The device heap's malloc/free calls (id -> site): they go to the runtime."""
+    cache: bool = False  # the caller keeps a lookup cache (``uclo``/``uchi``)
+    freeing: set[str] = field(default_factory=set)
+    """Functions that may free a heap block: after a call, the cache is forgotten."""
 
     def wanted(self, s: Statement) -> bool:
         return type(s) is Instruction and s.op == "call" and (
@@ -356,6 +377,7 @@ def _pass_context_in_block(blk: Block, args: _Arguments) -> None:
 
 _CTX_ARGUMENT = "__gs_ctxarg"
 _SITE_ARGUMENT = "__gs_sitearg"
+_CACHE_LOW, _CACHE_HIGH = "%__gs_uclo", "%__gs_uchi"  # the Emitter's lookup cache
 _WINDOW_REGISTER = "%__gs_warg"
 
 
@@ -396,6 +418,10 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
     else:
         ops.insert(idx + 1, ArgumentList(extra))
     out.append(Instruction(call.opcode, tuple(ops), call.guard, line=call.line))
+    if args.cache and (callee in args.freeing or (heap_site is not None and callee == "free")):
+        # the block whose window the cache holds may have been freed
+        out += [I("mov.u64", _CACHE_LOW, layout.EMPTY_WINDOW[0]),
+                I("mov.u64", _CACHE_HIGH, layout.EMPTY_WINDOW[1])]
     return out
 
 

@@ -142,6 +142,9 @@ class FunctionPlan:
         self.uses_dyn = False  # some check needs the launch's dynamic shared size
         self.heap_calls: dict[int, int] = {}
         """Calls of the device heap's ``malloc``/``free``: id of the call -> its site."""
+        self.frees_heap = False
+        """It calls the device heap's ``free``, itself or through a call (the
+        driver's): a heap block's window it cached may be stale after that call."""
 
     # -- the plan -----------------------------------------------------------
 
@@ -203,6 +206,8 @@ class FunctionPlan:
         )
         self.heap_calls[id(instr)] = site.id
         self.needs_ctx = True
+        if target == "free":
+            self.frees_heap = True
 
     def _plan_access(self, path: tuple[int, ...], instr: Instruction,
                      access: query.MemoryAccess, state: dict[str, prov.Value]) -> None:
