@@ -13,6 +13,11 @@ around one launch of an instrumented kernel:
 5. after the launch, :func:`decode_violations` turns the buffer back into
    :class:`DeviceViolation` records (kinds, sites, threads).
 
+A context whose kernels call the device heap (in-kernel ``malloc``/``free``)
+also gets an empty heap table (:func:`heap_table`), which the device runtime
+fills and keeps across launches; a record whose tag is a heap tag
+(:func:`is_heap_tag`) names the entry :func:`decode_heap_entry` reads.
+
 The launch pipeline (``gpusafe/engine/launches.py``) does all five, for
 ``gpusafe run`` and for the tests alike.
 """

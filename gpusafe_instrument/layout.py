@@ -22,6 +22,9 @@ Memory picture of one launch (all in device global memory)::
                                      ├─ violations ──▶ ViolationBuffer header
                                      │                 + ViolationRecord[capacity]
                                      ├─ table ──▶ AllocationEntry[table_len] (sorted by base)
+                                     ├─ heap ──▶ HeapHeader + HeapEntry[capacity] + u64 ring[]
+                                     │           (the context's in-kernel malloc blocks, kept
+                                     │            across launches; 0 before the first one)
                                      ├─ RootBounds[root_count]   (one per pointer root)
                                      └─ u64 limits[limit_count]  (one per check slot)
 

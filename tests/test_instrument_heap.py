@@ -277,3 +277,47 @@ def test_a_block_freed_by_the_thread_itself_is_not_used_through_its_cached_windo
     found, _ = pipeline.collect(launch)
     assert [v.kind.value for v in found] == ["use-after-free"] * (2 * THREADS)
     assert not np.frombuffer(memory.read(out, 4 * THREADS), np.int32).any()
+
+
+def test_a_full_heap_table_is_named_once_as_gpusafes_own_problem():
+    from test_engine import make_engine
+
+    engine, _ = make_engine()
+    engine._heap_overflow()
+    assert engine.findings.problems == []  # no heap table: nothing read
+    engine.pipeline.heaps[1] = 0x1000
+    engine.pipeline.heap_unrecorded = lambda: 24  # type: ignore[method-assign]
+    engine._heap_overflow()
+    engine._heap_overflow()
+    assert len(engine.findings.problems) == 1
+    assert engine.findings.problems[0].startswith("the device heap table is full: 24 ")
+
+
+def test_blocks_of_one_malloc_fold_into_one_entry_and_the_report_round_trips():
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    from gpusafe.report import SCHEMA_PATH, AllocationInfo, Report, ReportBuilder
+
+    b = ReportBuilder(["python", "app.py"], "cpu")
+    for thread, base in enumerate((0x7F0000001000, 0x7F0000001100)):
+        block = AllocationInfo(tag=layout.HEAP_TAG_BASE + thread, base=base, size=16, offset=16,
+                               allocated_at="heap.cu:5", allocated_by_kernel="make")
+        b.add_device_violation("global-out-of-bounds", access="write", size=1,
+                               address=base + 16, kernel="make", ptx_line=40,
+                               instruction="st.u8 [%rd1], %rs1;", block=(0, 0, 0),
+                               thread=(thread, 0, 0), allocation=block)
+    host_alloc = AllocationInfo(tag=3, base=0x7F0000002000, size=8, offset=8)
+    b.add_device_violation("global-out-of-bounds", access="read", size=4,
+                           address=0x7F0000002008, kernel="make", ptx_line=41,
+                           instruction="ld.u32 %r1, [%rd2];", block=(0, 0, 0),
+                           thread=(0, 0, 0), allocation=host_alloc)
+    doc = b.build(exit_code=0).to_dict()
+    Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(doc)
+    heap_entry, host_entry = doc["violations"]
+    assert heap_entry["count"] == 2 and heap_entry["allocation"]["allocated_by_kernel"] == "make"
+    assert "allocated_by_kernel" not in host_entry["allocation"]
+    again = Report.from_dict(json.loads(json.dumps(doc)))
+    assert again.violations[0].allocation.allocated_by_kernel == "make"  # type: ignore[union-attr]
+    assert again.to_dict() == doc
