@@ -51,6 +51,10 @@ extern "C" __global__ void stale(char** slots, int* out)
 {
     out[threadIdx.x] = slots[threadIdx.x][0];
 }
+extern "C" __global__ void touch(char* p, int n)
+{
+    if (threadIdx.x <= n) p[threadIdx.x] += 1;
+}
 """
 
 MALLOC_LINE = 5  # `char* p = (char*)malloc(n);` in HEAP
@@ -118,6 +122,18 @@ def test_accesses_inside_heap_blocks_report_nothing_in_this_launch_and_later_one
     assert d.launch("use", d.slots, d.out, N) == []  # blocks from an earlier launch
     assert np.array_equal(d.sums(), _expected_sums())
     assert d.launch("release", d.slots, 0, 0) == []
+
+
+def test_a_heap_pointer_passed_as_a_kernel_argument_is_judged_against_its_block(heap_module):
+    d = _device(heap_module)
+    d.launch("make", d.slots, N, 0)
+    p = int(d.pointers()[3])
+    found = d.launch("touch", p, N)  # threads 0..N: the last one writes past the block
+    assert sorted((v.kind.value, v.site.access, v.address, v.thread) for v in found) == [
+        ("global-out-of-bounds", "read", p + N, (N, 0, 0)),
+        ("global-out-of-bounds", "write", p + N, (N, 0, 0))]
+    assert heap_allocation(d.pipeline, d.heap, found[0].tag).base == p  # type: ignore[union-attr]
+    assert list(d.memory.peek(p, N)) == [3 + i + 1 for i in range(N)]
 
 
 def test_one_byte_past_a_heap_block_is_out_of_bounds_of_that_block(heap_module):
