@@ -216,6 +216,7 @@ class LaunchPipeline:
         launch = Launch(kernel, sites, b"", 0)
         try:
             table, ordered = self._table_for(records, table_key, launch)
+            origin = self._origin(kernel, sites)  # first: it keeps ``sites`` (and its id) alive
             launch.heap = self._heap_for(sites, heap_key)
             launch.violations = self._buffer(
                 launch, layout.violation_buffer_size(self.capacity),
@@ -223,7 +224,7 @@ class LaunchPipeline:
             context = host.context_bytes(info, params, ordered, violations=launch.violations,
                                          table=table, table_len=len(ordered),
                                          dynamic_shared=dynamic_shared, heap=launch.heap,
-                                         origin=self._origin(kernel, sites))
+                                         origin=origin)
             context_address = self._buffer(launch, len(context), context)
         except BaseException:
             self.release(launch)
