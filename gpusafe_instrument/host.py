@@ -13,6 +13,11 @@ around one launch of an instrumented kernel:
 5. after the launch, :func:`decode_violations` turns the buffer back into
    :class:`DeviceViolation` records (kinds, sites, threads).
 
+A context whose kernels call the device heap (in-kernel ``malloc``/``free``)
+also gets an empty heap table (:func:`heap_table`), which the device runtime
+fills and keeps across launches; a record whose tag is a heap tag
+(:func:`is_heap_tag`) names the entry :func:`decode_heap_entry` reads.
+
 The launch pipeline (``gpusafe/engine/launches.py``) does all five, for
 ``gpusafe run`` and for the tests alike.
 """
@@ -55,6 +60,51 @@ class DeviceViolation:
     tag: int
     thread: tuple[int, int, int]
     block: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class HeapBlock:
+    """One entry of a context's device heap table (a block of in-kernel
+    ``malloc``): where it is, and the site and launch origin of its malloc
+    and, once freed, of its free (``layout.HEAP_ENTRY``)."""
+
+    tag: int
+    base: int
+    size: int
+    live: bool
+    alloc_site: int
+    alloc_origin: int
+    free_site: int
+    free_origin: int
+
+
+def is_heap_tag(tag: int) -> bool:
+    return tag >= layout.HEAP_TAG_BASE
+
+
+def heap_entry_offset(tag: int) -> int:
+    """Byte offset of the entry of heap tag ``tag`` in the heap table."""
+    return layout.HEAP_HEADER.size + (tag - layout.HEAP_TAG_BASE) * layout.HEAP_ENTRY.size
+
+
+def heap_table(capacity: int = layout.HEAP_CAPACITY, ring: int = layout.HEAP_RING) -> bytes:
+    """An empty heap table: no block, an empty quarantine ring."""
+    head = layout.HEAP_HEADER.pack(count=0, capacity=capacity, unrecorded=0, ring_head=0,
+                                   ring_size=ring)
+    return head + bytes(layout.heap_table_size(capacity, ring) - len(head))
+
+
+def decode_heap_entry(data: bytes) -> HeapBlock | None:
+    """The block an entry describes; None for an entry not (yet) published."""
+    e = layout.HEAP_ENTRY.unpack(data)
+    if not e["state"]:
+        return None
+    return HeapBlock(
+        tag=int(e["tag"]), base=int(e["base"]), size=int(e["size"]),  # type: ignore[arg-type]
+        live=e["state"] == layout.ALLOC_LIVE,
+        alloc_site=int(e["alloc_site"]), alloc_origin=int(e["alloc_origin"]),  # type: ignore[arg-type]
+        free_site=int(e["free_site"]), free_origin=int(e["free_origin"]),  # type: ignore[arg-type]
+    )
 
 
 def _sorted(allocations: Iterable[AllocationRecord]) -> list[AllocationRecord]:
@@ -104,7 +154,7 @@ def slot_limit(slot_roots: Sequence[ResolvedRoot], end: int, align: int) -> int:
 
 def context_bytes(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRecord], *,
                   violations: int, table: int, table_len: int,
-                  dynamic_shared: int = 0) -> bytes:
+                  dynamic_shared: int = 0, heap: int = 0, origin: int = 0) -> bytes:
     """The launch context of one launch of ``kernel`` with packed ``params``:
     the header, each root's bounds, then each check slot's limit."""
     values = root_values(kernel, params)
@@ -112,7 +162,7 @@ def context_bytes(kernel: KernelInfo, params: bytes, allocations: Sequence[Alloc
     out = bytearray(layout.LAUNCH_CONTEXT.pack(
         violations=violations, table=table, table_len=table_len,
         dynamic_shared_size=dynamic_shared, root_count=len(kernel.roots),
-        limit_count=len(kernel.slots)))
+        limit_count=len(kernel.slots), heap=heap, origin=origin))
     for r in resolved:
         out += layout.ROOT_BOUNDS.pack(
             low=r.low, high=r.high, tag=r.tag,

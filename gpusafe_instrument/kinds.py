@@ -100,16 +100,18 @@ class ViolationKind(str, Enum):
     DOUBLE_FREE = "double-free", KindFacts(
         code=6,
         title="Double free of device memory",
-        meaning="The program freed an allocation that it had already freed.",
+        meaning="The program (or a kernel, with in-kernel free) freed an allocation that it "
+                "had already freed.",
         remedy="Free each allocation exactly once; clear the pointer after freeing it.",
-        on_device=False, on_host=True, freed_allocation=True,
+        on_device=True, on_host=True, freed_allocation=True,
     )
     INVALID_FREE = "invalid-free", KindFacts(
         code=7,
         title="Free of a pointer that is not a live allocation",
-        meaning="The program freed a pointer that is not the base of a live allocation.",
+        meaning="The program (or a kernel, with in-kernel free) freed a pointer that is not "
+                "the base of a live allocation.",
         remedy="Pass the free call the exact pointer the allocation call returned.",
-        on_device=False, on_host=True,
+        on_device=True, on_host=True,
     )
     API_OUT_OF_BOUNDS = "api-out-of-bounds", KindFacts(
         code=8,

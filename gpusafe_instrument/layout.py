@@ -22,6 +22,9 @@ Memory picture of one launch (all in device global memory)::
                                      ├─ violations ──▶ ViolationBuffer header
                                      │                 + ViolationRecord[capacity]
                                      ├─ table ──▶ AllocationEntry[table_len] (sorted by base)
+                                     ├─ heap ──▶ HeapHeader + HeapEntry[capacity] + u64 ring[]
+                                     │           (the context's in-kernel malloc blocks, kept
+                                     │            across launches; 0 before the first one)
                                      ├─ RootBounds[root_count]   (one per pointer root)
                                      └─ u64 limits[limit_count]  (one per check slot)
 
@@ -54,7 +57,7 @@ import numpy as np
 from .kinds import ViolationKind
 from .nodes import SCALAR_SIZES
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 """Bumped whenever a record below changes; written into the C header."""
 
 _UNSIGNED_BY_SIZE = {
@@ -186,6 +189,9 @@ LAUNCH_CONTEXT = Record(
         Field("dynamic_shared_size", "u32", doc="bytes of dynamic shared memory of the launch"),
         Field("root_count", "u32", doc="gpusafe_root_bounds records that follow this header"),
         Field("limit_count", "u32", doc="u64 check-slot limits that follow the roots"),
+        Field("heap", "u64", doc="-> gpusafe_heap_header: the device heap's blocks"),
+        Field("origin", "u32", doc="the host's number for this launch's kernel and site table"),
+        Field("reserved", "u32"),
     ),
     "Launch context: the hidden kernel parameter points here. Followed by "
     "gpusafe_root_bounds[root_count] and unsigned long long limits[limit_count].",
@@ -249,9 +255,38 @@ CHECK_RESULT = Record(
     "What __gpusafe_check returns to the instrumented code.",
 )
 
+HEAP_HEADER = Record(
+    "gpusafe_heap_header",
+    (
+        Field("count", "u32", doc="entries claimed (atomic); may exceed capacity"),
+        Field("capacity", "u32", doc="gpusafe_heap_entry records that follow this header"),
+        Field("unrecorded", "u32", doc="blocks malloc returned that found no free entry"),
+        Field("ring_head", "u32", doc="frees so far (atomic): the next quarantine slot"),
+        Field("ring_size", "u32", doc="u64 quarantine slots that follow the entries"),
+        Field("reserved", "u32"),
+    ),
+    "The device heap table, one per context, kept across launches: "
+    "gpusafe_heap_entry[capacity] then unsigned long long ring[ring_size] follow it.",
+)
+
+HEAP_ENTRY = Record(
+    "gpusafe_heap_entry",
+    (
+        Field("base", "u64", doc="what malloc returned to the program"),
+        Field("size", "u64", doc="bytes the program asked for (a red zone follows)"),
+        Field("tag", "u32", doc="HEAP_TAG_BASE + the entry's index"),
+        Field("state", "u32", doc="0 while being written, then ALLOC_LIVE or ALLOC_FREED"),
+        Field("alloc_site", "u32", doc="site id of the malloc call"),
+        Field("alloc_origin", "u32", doc="launch context origin of the malloc call"),
+        Field("free_site", "u32", doc="site id of the free call"),
+        Field("free_origin", "u32", doc="launch context origin of the free call"),
+    ),
+    "One block of the device heap (in-kernel malloc), in the order they were made.",
+)
+
 RECORDS: tuple[Record, ...] = (
     LAUNCH_CONTEXT, ROOT_BOUNDS, ALLOCATION_ENTRY, VIOLATION_BUFFER, VIOLATION_RECORD,
-    CHECK_RESULT,
+    CHECK_RESULT, HEAP_HEADER, HEAP_ENTRY,
 )
 
 # --------------------------------------------------------------------------
@@ -261,6 +296,18 @@ ALLOC_LIVE = 1
 ALLOC_FREED = 2
 
 NULL_PAGE = 4096
+
+HEAP_TAG_BASE = 0x8000_0000
+"""Tags of device-heap blocks: this plus the block's heap table index (the
+registry's tags count up from 1 and never get there)."""
+HEAP_RED_ZONE = 64
+"""Bytes the device runtime adds to every in-kernel malloc: an overflow lands
+in them, not in the next block."""
+HEAP_CAPACITY = 1 << 16
+"""Entries of a context's heap table: in-kernel mallocs recorded."""
+HEAP_RING = 4096
+"""Device-freed blocks kept from reuse (the quarantine): the oldest is given
+back to the device heap when a free needs its slot."""
 """Addresses below this are the null page: an access there is ``null-pointer``."""
 
 EMPTY_WINDOW = (2**64 - 1, 2**63)
@@ -296,6 +343,8 @@ CONSTANTS: dict[str, int] = {
     "GPUSAFE_ALLOC_LIVE": ALLOC_LIVE,
     "GPUSAFE_ALLOC_FREED": ALLOC_FREED,
     "GPUSAFE_NULL_PAGE": NULL_PAGE,
+    "GPUSAFE_HEAP_TAG_BASE": HEAP_TAG_BASE,
+    "GPUSAFE_HEAP_RED_ZONE": HEAP_RED_ZONE,
     "GPUSAFE_EMPTY_LOW": EMPTY_WINDOW[0],
     "GPUSAFE_EMPTY_HIGH": EMPTY_WINDOW[1],
     "GPUSAFE_MODE_ROOT": MODE_ROOT,
@@ -323,6 +372,10 @@ def root_offset(index: int) -> int:
 def limit_offset(root_count: int, slot: int) -> int:
     """Byte offset of check slot ``slot``'s limit in the launch context."""
     return LAUNCH_CONTEXT.size + root_count * ROOT_BOUNDS.size + 8 * slot
+
+
+def heap_table_size(capacity: int = HEAP_CAPACITY, ring: int = HEAP_RING) -> int:
+    return HEAP_HEADER.size + capacity * HEAP_ENTRY.size + 8 * ring
 
 
 def violation_buffer_size(capacity: int) -> int:

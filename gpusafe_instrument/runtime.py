@@ -26,6 +26,9 @@ PREFIX = "__gpusafe_"
 CHECK_FUNCTION = "__gpusafe_check"
 RECORD_FUNCTION = "__gpusafe_record"
 DYNAMIC_SHARED = "__gpusafe_dynamic_shared"
+HEAP_WRAPPERS = {"malloc": "__gpusafe_malloc", "free": "__gpusafe_free"}
+"""In-kernel ``malloc``/``free`` and the runtime functions an instrumented
+call goes to instead: ``(the original arguments, launch context, site id)``."""
 CONTEXT_PARAM = "__gpusafe_ctx"
 """Name of the hidden launch-context parameter appended to every kernel and to
 every device function that needs it."""
@@ -47,11 +50,17 @@ def _runtime_module() -> Module:
     return ptx.parse(runtime_text())
 
 
-def runtime_items() -> list[Item]:
-    """Fresh copies of the runtime's declarations and functions, ready to insert."""
+def runtime_items(*, heap: bool = True) -> list[Item]:
+    """Fresh copies of the runtime's declarations and functions, ready to
+    insert.  ``heap``: with the in-kernel ``malloc``/``free`` wrappers and
+    the declarations of ``malloc``/``free`` they call."""
     out: list[Item] = []
+    wrappers = set(HEAP_WRAPPERS.values())
     for item in _runtime_module().items:
         if isinstance(item, (Version, Target, AddressSize, File, Pragma)):
+            continue
+        if not heap and isinstance(item, Function) and (
+                item.name in wrappers or item.name in HEAP_WRAPPERS):
             continue
         item = copy.deepcopy(item)
         if isinstance(item, Function):
@@ -61,7 +70,8 @@ def runtime_items() -> list[Item]:
 
 
 def runtime_function_names() -> set[str]:
-    return {f.name for f in _runtime_module().functions}
+    """The functions the runtime defines (not ``malloc``/``free``, which it declares)."""
+    return {f.name for f in _runtime_module().functions if f.body is not None}
 
 
 def is_instrumented(module: Module) -> str | None:
@@ -78,9 +88,16 @@ def is_instrumented(module: Module) -> str | None:
     return None
 
 
-def link(module: Module) -> None:
-    """Insert the runtime into ``module`` ahead of its first variable or function."""
-    items = runtime_items()
+def link(module: Module, *, heap: bool = False) -> None:
+    """Insert the runtime into ``module`` ahead of its first variable or
+    function; ``heap``: the module calls in-kernel ``malloc``/``free`` (its
+    own declarations of them give way to the runtime's, which come before the
+    wrappers calling them)."""
+    if heap:
+        module.items[:] = [item for item in module.items
+                           if not (isinstance(item, Function) and item.body is None
+                                   and item.name in HEAP_WRAPPERS)]
+    items = runtime_items(heap=heap)
     at = len(module.items)
     for i, item in enumerate(module.items):
         if isinstance(item, (Variable, Function)):

@@ -2,10 +2,12 @@
 #ifndef GPUSAFE_LAYOUT_H
 #define GPUSAFE_LAYOUT_H
 
-#define GPUSAFE_LAYOUT_VERSION 2
+#define GPUSAFE_LAYOUT_VERSION 3
 #define GPUSAFE_ALLOC_LIVE 1
 #define GPUSAFE_ALLOC_FREED 2
 #define GPUSAFE_NULL_PAGE 4096
+#define GPUSAFE_HEAP_TAG_BASE 2147483648ULL
+#define GPUSAFE_HEAP_RED_ZONE 64
 #define GPUSAFE_EMPTY_LOW 18446744073709551615ULL
 #define GPUSAFE_EMPTY_HIGH 9223372036854775808ULL
 #define GPUSAFE_MODE_ROOT 1
@@ -36,8 +38,11 @@ typedef struct gpusafe_launch_context {
     unsigned int dynamic_shared_size;  /* bytes of dynamic shared memory of the launch */
     unsigned int root_count;  /* gpusafe_root_bounds records that follow this header */
     unsigned int limit_count;  /* u64 check-slot limits that follow the roots */
+    unsigned long long heap;  /* -> gpusafe_heap_header: the device heap's blocks */
+    unsigned int origin;  /* the host's number for this launch's kernel and site table */
+    unsigned int reserved;
 } gpusafe_launch_context;
-static_assert(sizeof(gpusafe_launch_context) == 32, "layout of gpusafe_launch_context");
+static_assert(sizeof(gpusafe_launch_context) == 48, "layout of gpusafe_launch_context");
 
 /* Bounds of one pointer root (kernel pointer parameter) for this launch. */
 typedef struct gpusafe_root_bounds {
@@ -86,5 +91,29 @@ typedef struct gpusafe_check_result {
     unsigned int reserved;
 } gpusafe_check_result;
 static_assert(sizeof(gpusafe_check_result) == 24, "layout of gpusafe_check_result");
+
+/* The device heap table, one per context, kept across launches: gpusafe_heap_entry[capacity] then unsigned long long ring[ring_size] follow it. */
+typedef struct gpusafe_heap_header {
+    unsigned int count;  /* entries claimed (atomic); may exceed capacity */
+    unsigned int capacity;  /* gpusafe_heap_entry records that follow this header */
+    unsigned int unrecorded;  /* blocks malloc returned that found no free entry */
+    unsigned int ring_head;  /* frees so far (atomic): the next quarantine slot */
+    unsigned int ring_size;  /* u64 quarantine slots that follow the entries */
+    unsigned int reserved;
+} gpusafe_heap_header;
+static_assert(sizeof(gpusafe_heap_header) == 24, "layout of gpusafe_heap_header");
+
+/* One block of the device heap (in-kernel malloc), in the order they were made. */
+typedef struct gpusafe_heap_entry {
+    unsigned long long base;  /* what malloc returned to the program */
+    unsigned long long size;  /* bytes the program asked for (a red zone follows) */
+    unsigned int tag;  /* HEAP_TAG_BASE + the entry's index */
+    unsigned int state;  /* 0 while being written, then ALLOC_LIVE or ALLOC_FREED */
+    unsigned int alloc_site;  /* site id of the malloc call */
+    unsigned int alloc_origin;  /* launch context origin of the malloc call */
+    unsigned int free_site;  /* site id of the free call */
+    unsigned int free_origin;  /* launch context origin of the free call */
+} gpusafe_heap_entry;
+static_assert(sizeof(gpusafe_heap_entry) == 40, "layout of gpusafe_heap_entry");
 
 #endif /* GPUSAFE_LAYOUT_H */

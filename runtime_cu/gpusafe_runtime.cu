@@ -63,6 +63,117 @@ static __device__ __forceinline__ const gpusafe_allocation_entry* gs_find(
     return addr - e->base < e->size ? e : 0;
 }
 
+// The device heap table of the launch's context (in-kernel malloc), or 0.
+static __device__ __forceinline__ gpusafe_heap_header* gs_heap(const gpusafe_launch_context* ctx)
+{
+    return (gpusafe_heap_header*)ctx->heap;
+}
+
+// A copy of the newest published heap block whose [base, base + size + red
+// zone) holds addr; false when there is none.  Blocks are appended by many
+// threads at once (__gpusafe_malloc): an entry counts once its state is
+// published, after its other fields.  Newest first, so a block the heap
+// handed out again after the quarantine wins over the freed one before it.
+extern "C" __device__ __noinline__ bool __gpusafe_heap_find(const gpusafe_launch_context* ctx,
+                                                            gs_u64 addr, gpusafe_heap_entry* out)
+{
+    gpusafe_heap_header* h = gs_heap(ctx);
+    if (h == 0) return false;
+    gs_u32 n = *(volatile gs_u32*)&h->count;
+    if (n > h->capacity) n = h->capacity;
+    volatile gpusafe_heap_entry* t = (volatile gpusafe_heap_entry*)(h + 1);
+#pragma unroll 1
+    for (gs_u32 i = n; i-- > 0;) {
+        gs_u32 state = t[i].state;
+        if (state == 0) continue;
+        gs_u64 base = t[i].base, size = t[i].size;
+        if (addr - base < size + GPUSAFE_HEAP_RED_ZONE) {
+            out->base = base;
+            out->size = size;
+            out->tag = t[i].tag;
+            out->state = state;
+            return true;
+        }
+    }
+    return false;
+}
+
+// In-kernel malloc, as the instrumented code calls it: the block gets a red
+// zone and an entry of the heap table (atomically claimed), so accesses
+// through its pointer are judged against it.  A block that finds the table
+// full is counted (the host reports it) and returned unrecorded.
+extern "C" __device__ __noinline__ void* __gpusafe_malloc(gs_u64 size, gs_u64 ctx_addr,
+                                                          gs_u32 site)
+{
+    const gpusafe_launch_context* ctx = (const gpusafe_launch_context*)ctx_addr;
+    if (size > ~0ull - GPUSAFE_HEAP_RED_ZONE) return 0;
+    void* p = malloc(size + GPUSAFE_HEAP_RED_ZONE);
+    gpusafe_heap_header* h = gs_heap(ctx);
+    if (p == 0 || h == 0) return p;
+    gs_u32 i = atomicAdd(&h->count, 1u);
+    if (i >= h->capacity) {
+        atomicAdd(&h->unrecorded, 1u);
+        return p;
+    }
+    gpusafe_heap_entry* e = (gpusafe_heap_entry*)(h + 1) + i;
+    e->base = (gs_u64)p;
+    e->size = size;
+    e->tag = GPUSAFE_HEAP_TAG_BASE + i;
+    e->alloc_site = site;
+    e->alloc_origin = ctx->origin;
+    e->free_site = 0;
+    e->free_origin = 0;
+    __threadfence();
+    atomicExch(&e->state, (gs_u32)GPUSAFE_ALLOC_LIVE);
+    return p;
+}
+
+// In-kernel free, as the instrumented code calls it.  A bad free (not the
+// start of a heap block, or a block freed already) is recorded and not
+// performed.  A good one marks the block freed (its entry stays: later
+// accesses are use-after-free) and puts it in the quarantine ring; the block
+// it displaces from the ring goes back to the heap.
+extern "C" __device__ __noinline__ void __gpusafe_free(gs_u64 addr, gs_u64 ctx_addr, gs_u32 site)
+{
+    const gpusafe_launch_context* ctx = (const gpusafe_launch_context*)ctx_addr;
+    if (addr == 0) return;
+    gpusafe_heap_header* h = gs_heap(ctx);
+    if (h == 0) {
+        free((void*)addr);
+        return;
+    }
+    gpusafe_heap_entry found;
+    if (!__gpusafe_heap_find(ctx, addr, &found)) {
+        if (*(volatile gs_u32*)&h->unrecorded != 0) {
+            free((void*)addr);  // perhaps a block the full table could not record
+            return;
+        }
+        const gpusafe_allocation_entry* a = gs_find(ctx, addr);
+        __gpusafe_record(ctx, GPUSAFE_INVALID_FREE, site, addr, 0, a ? a->tag : 0);
+        return;
+    }
+    if (found.base != addr) {
+        __gpusafe_record(ctx, GPUSAFE_INVALID_FREE, site, addr, 0, found.tag);
+        return;
+    }
+    gpusafe_heap_entry* e = (gpusafe_heap_entry*)(h + 1) + (found.tag - GPUSAFE_HEAP_TAG_BASE);
+    if (atomicCAS(&e->state, (gs_u32)GPUSAFE_ALLOC_LIVE, (gs_u32)GPUSAFE_ALLOC_FREED) !=
+        GPUSAFE_ALLOC_LIVE) {
+        __gpusafe_record(ctx, GPUSAFE_DOUBLE_FREE, site, addr, 0, found.tag);
+        return;
+    }
+    e->free_site = site;
+    e->free_origin = ctx->origin;
+    if (h->ring_size == 0) {
+        free((void*)addr);
+        return;
+    }
+    gs_u64* ring = (gs_u64*)((gpusafe_heap_entry*)(h + 1) + h->capacity);
+    gs_u32 slot = atomicAdd(&h->ring_head, 1u) % h->ring_size;
+    gs_u64 old = atomicExch(&ring[slot], addr);
+    if (old != 0) free((void*)old);
+}
+
 // True when [addr, addr+width) lies inside [low, high).
 static __device__ __forceinline__ bool gs_inside(gs_u64 addr, gs_u32 width, gs_u64 low,
                                                  gs_u64 high)
@@ -165,6 +276,24 @@ extern "C" __device__ __noinline__ gpusafe_check_result __gpusafe_check(
     }
     if (space == GPUSAFE_SPACE_GLOBAL) {
         const gpusafe_allocation_entry* e = gs_find(ctx, a);
+        gpusafe_heap_entry b;
+        if (e == 0 && __gpusafe_heap_find(ctx, a, &b)) {
+            // a device-heap block (the caller forgets its cached window at
+            // each device free it makes or calls)
+            if (b.state != GPUSAFE_ALLOC_LIVE && a - b.base < b.size)
+                res.status = __gpusafe_record(ctx, GPUSAFE_USE_AFTER_FREE, site, addr, width, b.tag);
+            else if (!gs_inside(a, width, b.base, b.base + b.size))
+                res.status = __gpusafe_record(ctx, GPUSAFE_GLOBAL_OUT_OF_BOUNDS, site, addr, width,
+                                              b.tag);
+            else if (misaligned)
+                res.status = __gpusafe_record(ctx, GPUSAFE_MISALIGNED_ACCESS, site, addr, width,
+                                              b.tag);
+            else if (b.size >= 16) {
+                res.low = b.base;
+                res.high = b.base + b.size;
+            }
+            return res;
+        }
         if (e != 0 && e->state != GPUSAFE_ALLOC_LIVE)
             res.status = __gpusafe_record(ctx, GPUSAFE_USE_AFTER_FREE, site, addr, width, e->tag);
         else if (e == 0 || !gs_inside(a, width, e->base, e->base + e->size))

@@ -22,7 +22,7 @@ from gpusafe_instrument import host
 from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack
 from .callsite import CallSite
-from .findings import Findings, FreedArgument
+from .findings import Findings, FreedArgument, heap_allocation
 from .launches import DeviceMemoryError, DriverMemory, Launch, LaunchPipeline, MappedHostMemory
 from .modules import LoadPlan, ModuleInfo, Modules
 from .registry import (
@@ -71,6 +71,7 @@ class Engine:
         self._outlives_contexts = backend.record_memory is not None
         self._pending: list[Launch] = []
         self._lock = threading.RLock()
+        self._heap_lost = 0  # in-kernel mallocs reported as unrecorded so far
 
     # -- allocations ---------------------------------------------------------
 
@@ -250,7 +251,7 @@ class Engine:
                 launch = self.pipeline.prepare(
                     module.sites, name, params, self._records(),
                     table_key=(self.registry.version, self.current_context()),
-                    dynamic_shared=int(shared))
+                    dynamic_shared=int(shared), heap_key=self.current_context())
             except DeviceMemoryError as e:
                 self.findings.freed_arguments(name, freed)
                 self.findings.problem(str(e))
@@ -302,9 +303,12 @@ class Engine:
                 freed.append(FreedArgument(root.param_index, v))
         return freed
 
-    def _found(self, launch: Launch, records: list, dropped: int) -> None:
-        self.findings.device_records(launch.kernel, records, dropped, self.registry,
-                                     launch.site, launch.freed_arguments)
+    def _found(self, launch: Launch, records: list[host.DeviceViolation], dropped: int) -> None:
+        heap = launch.heap
+        pipeline = self.pipeline
+        self.findings.device_records(
+            launch.kernel, records, dropped, self.registry, launch.site, launch.freed_arguments,
+            heap=lambda tag: heap_allocation(pipeline, heap, tag))
 
     def _records(self) -> list[host.AllocationRecord]:
         return [host.AllocationRecord(a.tag, a.base, a.size, a.state is State.LIVE)
@@ -327,7 +331,25 @@ class Engine:
                     continue
                 self._found(launch, records, dropped)
             self.pipeline.release_retired()
+            self._heap_overflow()
         self.findings.changed()
+
+    def _heap_overflow(self) -> None:
+        """In-kernel mallocs the heap table had no room for are named: their
+        accesses cannot be told from wild ones."""
+        if not self.pipeline.heaps:
+            return
+        try:
+            lost = self.pipeline.heap_unrecorded()
+        except DeviceMemoryError as e:
+            self.findings.problem(str(e))
+            return
+        if lost and not self._heap_lost:
+            self._heap_lost = lost
+            self.findings.problem(
+                f"the device heap table is full: {lost} in-kernel malloc blocks were not "
+                "recorded; accesses to them are reported as out of bounds and their frees "
+                "are not checked")
 
     def forked(self) -> None:
         """In a forked child: the parent's allocations and launches are the

@@ -11,15 +11,19 @@ it may die.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpusafe_instrument.host import DeviceViolation
+from gpusafe_instrument.host import DeviceViolation, is_heap_tag
 from gpusafe_instrument.kinds import ViolationKind
 
 from ..report import AllocationInfo, ReportBuilder, SourceLocation, Stack
 from .callsite import CallSite
+from .launches import LaunchPipeline
 from .registry import Allocation, HostViolation, Registry
 from .sources import KernelSources
+
+HeapLookup = Callable[[int], AllocationInfo | None]
+"""A device-heap tag to the block it names (offset not set), if known."""
 
 
 def allocation_info(alloc: Allocation | None, address: int | None) -> AllocationInfo | None:
@@ -57,6 +61,28 @@ class FreedArgument:
     verdict: HostViolation
 
 
+def heap_allocation(pipeline: LaunchPipeline, heap: int, tag: int) -> AllocationInfo | None:
+    """The device-heap block of ``tag`` as the report describes it: the
+    kernel launched when it was malloc'd, the source lines of its malloc and
+    free (null where the PTX has no line info)."""
+    block = pipeline.heap_block(heap, tag)
+    if block is None:
+        return None
+    made = pipeline.heap_site(block.alloc_origin, block.alloc_site)
+    freed = None if block.live else pipeline.heap_site(block.free_origin, block.free_site)
+
+    def line(where: tuple | None) -> str | None:
+        site = where[1] if where is not None else None
+        return f"{site.file}:{site.line}" if site is not None and site.file and site.line \
+            else None
+
+    return AllocationInfo(
+        tag=block.tag, base=block.base, size=block.size,
+        allocated_at=line(made), freed_at=line(freed),
+        allocated_by_kernel=made[0] if made is not None else "(unknown)",
+    )
+
+
 class Findings:
     """The report of one checked process, as it grows."""
 
@@ -92,10 +118,13 @@ class Findings:
 
     def device_records(self, kernel: str, records: list[DeviceViolation], dropped: int,
                        registry: Registry, launch_site: CallSite | None = None,
-                       freed_arguments: Sequence[FreedArgument] = ()) -> None:
+                       freed_arguments: Sequence[FreedArgument] = (),
+                       heap: HeapLookup | None = None) -> None:
         """One launch's records, each joined with the allocation it hit: the
-        one its pointer was derived from (the tag), or for an access through
-        an unknown pointer, the allocation whose memory or red zone holds it.
+        one its pointer was derived from (the tag; a device-heap block through
+        ``heap``), or for an access through an unknown pointer, the allocation
+        whose memory or red zone holds it.  A record of a malloc/free call
+        site (a bad device free) has no access kind or width.
 
         A freed launch argument that a device access went through is that
         access's entry (which notes the argument), not one of its own: one
@@ -106,25 +135,34 @@ class Findings:
         freed = {a.verdict.allocation.tag: a for a in freed_arguments
                  if a.verdict.allocation is not None}
         confirmed: set[int] = set()
+        heap_blocks: dict[int, AllocationInfo | None] = {}
         for r in records:
-            alloc = registry.by_tag.get(r.tag) if r.tag else None
-            if alloc is None and r.site.space in ("global", "generic"):
-                alloc = registry.find(r.address) or registry.nearest(r.address)
-            argument = None
-            if alloc is not None and r.kind is ViolationKind.USE_AFTER_FREE \
-                    and alloc.tag in freed:
-                argument = freed[alloc.tag].index
-                confirmed.add(alloc.tag)
             s = r.site
+            info: AllocationInfo | None
+            argument = None
+            if is_heap_tag(r.tag):
+                if r.tag not in heap_blocks:
+                    heap_blocks[r.tag] = heap(r.tag) if heap is not None else None
+                block = heap_blocks[r.tag]
+                info = None if block is None else replace(block, offset=r.address - block.base)
+            else:
+                alloc = registry.by_tag.get(r.tag) if r.tag else None
+                if alloc is None and s.space in ("global", "generic"):
+                    alloc = registry.find(r.address) or registry.nearest(r.address)
+                if alloc is not None and r.kind is ViolationKind.USE_AFTER_FREE \
+                        and alloc.tag in freed:
+                    argument = freed[alloc.tag].index
+                    confirmed.add(alloc.tag)
+                info = allocation_info(alloc, r.address)
+            call = s.check == "heap"
             location, source = None, None
             if s.file and s.line:
                 location, source = self.sources.locate(SourceLocation(s.file, s.line, s.column))
             self.report.add_device_violation(
-                r.kind, access=s.access, size=r.width, address=r.address,
-                kernel=kernel, ptx_line=s.ptx_line, instruction=s.instruction,
-                block=r.block, thread=r.thread, location=location,
-                allocation=allocation_info(alloc, r.address),
-                stack=_stack(launch_site), argument=argument, source=source,
+                r.kind, access=None if call else s.access, size=None if call else r.width,
+                address=r.address, kernel=kernel, ptx_line=s.ptx_line,
+                instruction=s.instruction, block=r.block, thread=r.thread, location=location,
+                allocation=info, stack=_stack(launch_site), argument=argument, source=source,
             )
         self.freed_arguments(kernel, [a for a in freed_arguments
                                       if a.verdict.allocation is None

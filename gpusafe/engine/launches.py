@@ -6,7 +6,11 @@ buffer (only its header is written: the records past ``count`` are never
 read) and the launch context (each pointer root's bounds and every check
 slot's limit, ``gpusafe_instrument/host.py``), and gives the parameter buffer of the
 instrumented kernel: the program's own parameters and the hidden context
-pointer.  After it, :meth:`LaunchPipeline.collect` reads the violation records
+pointer.  The device heap table of the launch's context (the blocks of
+in-kernel ``malloc``, kept across launches) is placed the first time a
+kernel whose module calls ``malloc``/``free`` is launched there; before
+that no block can exist, and launches get none.  After it,
+:meth:`LaunchPipeline.collect` reads the violation records
 back (the header, then only the records it counts) and keeps the launch's
 buffers for the next launch: a program launching ten thousand kernels does
 not allocate twenty thousand buffers.
@@ -32,8 +36,8 @@ from typing import Any, Protocol
 from cuda.bindings.driver import CUresult
 
 from gpusafe_instrument import host, layout
-from gpusafe_instrument.host import AllocationRecord, DeviceViolation
-from gpusafe_instrument.sites import SiteTable
+from gpusafe_instrument.host import AllocationRecord, DeviceViolation, HeapBlock
+from gpusafe_instrument.sites import Site, SiteTable
 
 VIOLATION_CAPACITY = 4096
 """Violation records one launch keeps; more are counted as dropped."""
@@ -149,6 +153,7 @@ class Launch:
     buffers: list[tuple[DeviceMemoryPort, int, int]] = field(default_factory=list)
     site: Any = None  # the program's call site of the launch (a CallSite)
     freed_arguments: list = field(default_factory=list)  # FreedArgument verdicts to confirm
+    heap: int = 0  # address of the heap table it was given (0: none)
 
 
 @dataclass
@@ -162,15 +167,73 @@ class LaunchPipeline:
     """Prepares launches and reads their violation records back."""
 
     def __init__(self, memory: DeviceMemoryPort, capacity: int = VIOLATION_CAPACITY, *,
-                 records: DeviceMemoryPort | None = None) -> None:
+                 records: DeviceMemoryPort | None = None,
+                 heap_capacity: int = layout.HEAP_CAPACITY,
+                 heap_ring: int = layout.HEAP_RING) -> None:
         self.memory = memory
         self.records = records or memory  # where the violation buffers live
         self.capacity = capacity
+        self.heap_capacity = heap_capacity  # blocks a heap table records
+        self.heap_ring = heap_ring  # device-freed blocks it keeps from reuse
         self._table: _Table | None = None
         self._retired: list[int] = []  # replaced table copies a launch in flight may read
         # (memory, size) -> buffers a finished launch gave back
         self._spare: dict[tuple[int, int], list[int]] = {}
         self.table_uploads = 0
+        self.heaps: dict[Hashable, int] = {}  # heap key (context) -> its heap table
+        self._origins: list[tuple[str, SiteTable]] = [("", SiteTable())]  # 0: none
+        self._origin_of: dict[tuple[int, str], int] = {}
+        self._uses_heap: dict[int, bool] = {}  # id(site table) -> some malloc/free site
+
+    def _heap_for(self, sites: SiteTable, key: Hashable) -> int:
+        """The heap table of ``key`` (placed now if ``sites`` calls the
+        device heap), or 0 when none was placed."""
+        address = self.heaps.get(key, 0)
+        if address:
+            return address
+        uses = self._uses_heap.get(id(sites))
+        if uses is None:
+            uses = self._uses_heap[id(sites)] = any(s.check == "heap" for s in sites.sites)
+        if not uses:
+            return 0
+        address = self._upload(host.heap_table(self.heap_capacity, self.heap_ring))
+        self.heaps[key] = address
+        return address
+
+    def _origin(self, kernel: str, sites: SiteTable) -> int:
+        """The number the launch context carries for ``kernel`` of ``sites``,
+        so that a heap block made by one launch is described in a later one."""
+        key = (id(sites), kernel)
+        n = self._origin_of.get(key)
+        if n is None:
+            n = self._origin_of[key] = len(self._origins)
+            self._origins.append((kernel, sites))  # keeps the site table (and its id) alive
+        return n
+
+    def heap_block(self, heap: int, tag: int) -> HeapBlock | None:
+        """The block of heap tag ``tag`` in the heap table at ``heap``, read
+        from the device now (its state is the latest)."""
+        if not heap or not host.is_heap_tag(tag):
+            return None
+        if tag - layout.HEAP_TAG_BASE >= self.heap_capacity:
+            return None
+        data = self.memory.read(heap + host.heap_entry_offset(tag), layout.HEAP_ENTRY.size)
+        return host.decode_heap_entry(data)
+
+    def heap_site(self, origin: int, site: int) -> tuple[str, Site] | None:
+        """The kernel launched and the malloc/free call site of a heap entry."""
+        if not 0 < origin < len(self._origins):
+            return None
+        kernel, sites = self._origins[origin]
+        return (kernel, sites[site]) if 0 <= site < len(sites) else None
+
+    def heap_unrecorded(self) -> int:
+        """In-kernel mallocs no heap table had room for, over every context."""
+        total = 0
+        for address in self.heaps.values():
+            head = layout.HEAP_HEADER.unpack(self.memory.read(address, layout.HEAP_HEADER.size))
+            total += int(head["unrecorded"])  # type: ignore[arg-type]
+        return total
 
     def _upload(self, data: bytes) -> int:
         address = self.memory.alloc(max(len(data), 8))
@@ -207,19 +270,23 @@ class LaunchPipeline:
 
     def prepare(self, sites: SiteTable, kernel: str, params: bytes,
                 records: Sequence[AllocationRecord], *, table_key: Hashable | None = None,
-                dynamic_shared: int = 0) -> Launch:
+                dynamic_shared: int = 0, heap_key: Hashable = None) -> Launch:
         """Place one launch's records; ``params`` is the program's packed
-        parameter buffer.  On failure nothing stays allocated."""
+        parameter buffer; ``heap_key``: whose device heap the launch uses (its
+        context).  On failure nothing stays allocated."""
         info = sites.kernels[kernel]
         launch = Launch(kernel, sites, b"", 0)
         try:
             table, ordered = self._table_for(records, table_key, launch)
+            origin = self._origin(kernel, sites)  # first: it keeps ``sites`` (and its id) alive
+            launch.heap = self._heap_for(sites, heap_key)
             launch.violations = self._buffer(
                 self.records, launch, layout.violation_buffer_size(self.capacity),
                 layout.VIOLATION_BUFFER.pack(count=0, capacity=self.capacity, dropped=0))
             context = host.context_bytes(info, params, ordered, violations=launch.violations,
                                          table=table, table_len=len(ordered),
-                                         dynamic_shared=dynamic_shared)
+                                         dynamic_shared=dynamic_shared, heap=launch.heap,
+                                         origin=origin)
             context_address = self._buffer(self.memory, launch, len(context), context)
         except BaseException:
             self.release(launch)
@@ -263,3 +330,4 @@ class LaunchPipeline:
         self._table = None
         self._retired.clear()
         self._spare.clear()
+        self.heaps.clear()

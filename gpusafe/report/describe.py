@@ -41,8 +41,14 @@ def describe_allocation(v: Violation) -> str | None:
 
 
 def _region(a: AllocationInfo, freed: bool) -> str:
-    text = f"a {'freed ' if freed else ''}{a.size}-byte allocation (tag {a.tag})"
-    if a.allocated_at:
+    heap = a.allocated_by_kernel is not None
+    what = "device-heap allocation" if heap else "allocation"
+    text = f"a {'freed ' if freed else ''}{a.size}-byte {what} (tag {a.tag})"
+    if heap:
+        text += f" allocated by malloc in kernel {a.allocated_by_kernel}"
+        if a.allocated_at:
+            text += f" at {a.allocated_at}"
+    elif a.allocated_at:
         text += f" allocated at {a.allocated_at}"
     if a.freed_at:
         text += f", freed at {a.freed_at}"

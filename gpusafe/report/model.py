@@ -110,6 +110,10 @@ class AllocationInfo:
     freed_at: str | None = None
     allocated_stack: Stack | None = None
     freed_stack: Stack | None = None
+    allocated_by_kernel: str | None = None
+    """The kernel whose in-kernel ``malloc`` made it (a device-heap block;
+    ``allocated_at``/``freed_at`` are then the malloc/free lines in the
+    kernel's source); null for an allocation of the host API."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +151,14 @@ class Violation:
 
         The site of a device access is its instruction (kernel, PTX line,
         source line); the site of a host-side violation is the program's call
-        site. The allocation is its tag, never reused within a run.
+        site. The allocation is its tag, never reused within a run; the
+        blocks of one in-kernel ``malloc`` (often one a thread) count as one
+        allocation, named by its kernel and line: one bug, one entry.
         """
-        tag = self.allocation.tag if self.allocation is not None else None
+        a = self.allocation
+        tag: object = None if a is None else a.tag
+        if a is not None and a.allocated_by_kernel is not None:
+            tag = ("device-heap", a.allocated_by_kernel, a.allocated_at)
         return (self.kind, self.kernel, self.ptx_line, self.instruction, self.location, tag)
 
 
@@ -316,18 +325,22 @@ def _required_to_dict(v: Violation) -> dict[str, Any]:
             [{"block": list(t.block), "thread": list(t.thread)} for t in v.threads]
             if v.threads is not None else None
         ),
-        "allocation": (
-            {
-                "tag": a.tag,
-                "base": hex_address(a.base),
-                "size": a.size,
-                "offset": a.offset,
-                "allocated_at": a.allocated_at,
-                "freed_at": a.freed_at,
-            }
-            if a is not None else None
-        ),
+        "allocation": _allocation_dict(a) if a is not None else None,
     }
+
+
+def _allocation_dict(a: AllocationInfo) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "tag": a.tag,
+        "base": hex_address(a.base),
+        "size": a.size,
+        "offset": a.offset,
+        "allocated_at": a.allocated_at,
+        "freed_at": a.freed_at,
+    }
+    if a.allocated_by_kernel is not None:  # optional: the schema stays gpusafe-report/1
+        d["allocated_by_kernel"] = a.allocated_by_kernel
+    return d
 
 
 # --------------------------------------------------------------------------
@@ -403,8 +416,8 @@ class ReportBuilder:
         self,
         kind: ViolationKind | str,
         *,
-        access: AccessKind | str,
-        size: int,
+        access: AccessKind | str | None,
+        size: int | None,
         address: int,
         kernel: str,
         ptx_line: int | None,
@@ -422,7 +435,7 @@ class ReportBuilder:
         device record, mapped through the site table)."""
         self.add(Violation(
             kind=ViolationKind(kind),
-            access=AccessKind(access),
+            access=None if access is None else AccessKind(access),
             size=size,
             address=address,
             kernel=kernel,
@@ -670,7 +683,8 @@ def _read_dim3(doc: Any, path: str) -> Dim3:
 
 def _read_allocation(doc: Any, path: str) -> AllocationInfo:
     d = _object(doc, path, required=("tag", "base", "size", "offset", "allocated_at",
-                                     "freed_at"), optional=("allocated_stack", "freed_stack"))
+                                     "freed_at"),
+                optional=("allocated_stack", "freed_stack", "allocated_by_kernel"))
     return AllocationInfo(
         tag=_integer(d["tag"], f"{path}.tag", minimum=0),
         base=_address(d["base"], f"{path}.base"),
@@ -680,6 +694,8 @@ def _read_allocation(doc: Any, path: str) -> AllocationInfo:
         freed_at=_opt(d["freed_at"], f"{path}.freed_at", _string),
         allocated_stack=_present(d, "allocated_stack", path, _read_stack),
         freed_stack=_present(d, "freed_stack", path, _read_stack),
+        allocated_by_kernel=_opt(d.get("allocated_by_kernel"), f"{path}.allocated_by_kernel",
+                                 _string),
     )
 
 

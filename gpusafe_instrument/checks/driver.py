@@ -29,8 +29,8 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import layout, ptx, query
 from .. import provenance as prov
-from .. import ptx, query
 from ..nodes import (
     Address,
     ArgumentList,
@@ -46,7 +46,7 @@ from ..nodes import (
     Verbatim,
 )
 from ..printer import statements_chunks
-from ..runtime import CONTEXT_PARAM, is_instrumented, link
+from ..runtime import CONTEXT_PARAM, HEAP_WRAPPERS, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
 from .emission import CONTEXT_REGISTER, I, window_params
@@ -115,6 +115,8 @@ class _Attempt:
     call_sites: dict[str, list[CallSite]] = field(default_factory=dict)
     """Calls passing pointer arguments that carry windows, by caller (``arguments``)."""
     kernel_infos: dict[str, KernelInfo] = field(default_factory=dict)
+    heap: bool = False  # some function calls the device heap's malloc/free
+    freeing: set[str] = field(default_factory=set)  # functions reaching the heap's free
 
     def plan(self) -> dict[str, str]:
         """Plan every function to check; the functions newly found uncheckable
@@ -162,6 +164,7 @@ class _Attempt:
                     and not (fp.calls.symbols.keys() & functions):
                 self._finish_function(fp, _Arguments(set(), {}, {}, set()))
         self.needy = _needing_context(self.plans)
+        self.freeing = _mark_freeing(self.plans)
         for fp in self.plans:
             why = _call_problem(fp, self.needy)
             if why is not None:
@@ -178,6 +181,9 @@ class _Attempt:
         the memory of the pass is the module's, not the module's plus every
         rewritten function's nodes."""
         rewrite_function(fp)
+        arguments.heap = fp.heap_calls
+        arguments.cache = fp.uses_cache
+        self.heap = self.heap or bool(fp.heap_calls)
         _pass_context(fp.fn, arguments)
         fp.stats.slots = len(fp.slots)
         if fp.kernel:
@@ -202,7 +208,8 @@ class _Attempt:
                 fp.needs_ctx = True
             calls = {id(c.instr): c for c in self.call_sites.get(fp.fn.name, ())}
             self._finish_function(fp, _Arguments(needy, windows, calls,
-                                                 set(windows.get(fp.fn.name, ()))))
+                                                 set(windows.get(fp.fn.name, ())),
+                                                 freeing=self.freeing))
         stats = {fp.display: fp.stats for fp in self.plans}
         for fp in self.plans:
             if fp.kernel:
@@ -217,8 +224,22 @@ class _Attempt:
             # copies no checked kernel reaches through a checked call path are dead
             drop_unused_copies(module, set(self.display), printed)
         self.sites.unchecked = dict(sorted(unchecked.items()))
-        link(module)
+        link(module, heap=self.heap)
         return InstrumentResult(ptx.emit(module), self.sites, stats, module)
+
+
+def _mark_freeing(plans: list[FunctionPlan]) -> set[str]:
+    """Mark the functions calling the device heap's ``free``, directly or
+    through their calls (``frees_heap``); returns their names."""
+    freeing = {fp.fn.name for fp in plans if fp.frees_heap}
+    changed = True
+    while changed:
+        changed = False
+        for fp in plans:
+            if fp.fn.name not in freeing and fp.calls.direct & freeing:
+                freeing.add(fp.fn.name)
+                fp.frees_heap = changed = True
+    return freeing
 
 
 def _needing_context(plans: list[FunctionPlan]) -> set[str]:
@@ -308,15 +329,23 @@ class _Arguments:
     windows: dict[str, list[int]]
     calls: dict[int, CallSite]
     own: set[int]
+    heap: dict[int, int] = field(default_factory=dict)
+    """The device heap's malloc/free calls (id -> site): they go to the runtime."""
+    cache: bool = False  # the caller keeps a lookup cache (``uclo``/``uchi``)
+    freeing: set[str] = field(default_factory=set)
+    """Functions that may free a heap block: after a call, the cache is forgotten."""
 
     def wanted(self, s: Statement) -> bool:
-        return type(s) is Instruction and s.op == "call" and query.call_target(s) in self.needy
+        return type(s) is Instruction and s.op == "call" and (
+            query.call_target(s) in self.needy or id(s) in self.heap)
 
 
 def _pass_context(fn: Function, args: _Arguments) -> None:
     """Every direct call of ``fn`` to a function needing the context passes it
-    (and the windows the callee takes)."""
-    if not args.needy:
+    (and the windows the callee takes); a call of the device heap's
+    ``malloc``/``free`` becomes a call of the runtime's wrapper, passed the
+    context and its site."""
+    if not args.needy and not args.heap:
         return
     body = fn.body
     assert body is not None
@@ -347,6 +376,8 @@ def _pass_context_in_block(blk: Block, args: _Arguments) -> None:
 
 
 _CTX_ARGUMENT = "__gs_ctxarg"
+_SITE_ARGUMENT = "__gs_sitearg"
+_CACHE_LOW, _CACHE_HIGH = "%__gs_uclo", "%__gs_uchi"  # the Emitter's lookup cache
 _WINDOW_REGISTER = "%__gs_warg"
 
 
@@ -361,6 +392,11 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
         I("ld.param.u64", CONTEXT_REGISTER, Address(Symbol(CONTEXT_PARAM))),
         I("st.param.b64", Address(Symbol(_CTX_ARGUMENT)), CONTEXT_REGISTER),
     ]
+    heap_site = args.heap.get(id(call))
+    if heap_site is not None:
+        names.append(_SITE_ARGUMENT)
+        out += [Variable(".param", ".b32", _SITE_ARGUMENT),
+                I("st.param.b32", Address(Symbol(_SITE_ARGUMENT)), heap_site)]
     taken = args.windows.get(callee, ())
     if taken:
         site = args.calls.get(id(call))
@@ -373,6 +409,8 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
             out += _window_values(source, lo, hi, args.own)
     ops = list(call.operands)
     idx = next(i for i, o in enumerate(ops) if isinstance(o, Symbol))
+    if heap_site is not None:
+        ops[idx] = Symbol(HEAP_WRAPPERS[callee])
     extra = tuple(Symbol(n) for n in names)
     rest = ops[idx + 1] if idx + 1 < len(ops) else None
     if isinstance(rest, ArgumentList):
@@ -380,6 +418,10 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
     else:
         ops.insert(idx + 1, ArgumentList(extra))
     out.append(Instruction(call.opcode, tuple(ops), call.guard, line=call.line))
+    if args.cache and (callee in args.freeing or (heap_site is not None and callee == "free")):
+        # the block whose window the cache holds may have been freed
+        out += [I("mov.u64", _CACHE_LOW, layout.EMPTY_WINDOW[0]),
+                I("mov.u64", _CACHE_HIGH, layout.EMPTY_WINDOW[1])]
     return out
 
 

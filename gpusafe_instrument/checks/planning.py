@@ -14,6 +14,8 @@ kind, width, address) and the provenance of the address
   callers pass the window of the local variable it points into
   (``arguments``): a local access is checked against that window, a generic
   one as a lookup whose slow path knows the window;
+* **heap**: not an access but a call of the device heap's ``malloc``/``free``,
+  which goes to the runtime's wrapper (``heap_calls``);
 * **lookup**: unknown provenance in global or generic memory (the runtime
   searches the allocation table); **alignment**: unknown provenance in local
   memory (only alignment can be checked); **none**: a byte access there.
@@ -31,6 +33,7 @@ from .. import cfg as cfg_mod
 from .. import provenance as prov
 from .. import query
 from ..nodes import Function, Instruction, Module, Register, Symbol, Variable
+from ..runtime import HEAP_WRAPPERS
 from ..sites import SiteTable
 from .outcome import CannotCheck, FunctionStats
 
@@ -137,6 +140,11 @@ class FunctionPlan:
         self.fallback_roots: set[int] = set()
         self.uses_cache = False  # some lookup keeps the last allocation found in registers
         self.uses_dyn = False  # some check needs the launch's dynamic shared size
+        self.heap_calls: dict[int, int] = {}
+        """Calls of the device heap's ``malloc``/``free``: id of the call -> its site."""
+        self.frees_heap = False
+        """It calls the device heap's ``free``, itself or through a call (the
+        driver's): a heap block's window it cached may be stale after that call."""
 
     # -- the plan -----------------------------------------------------------
 
@@ -156,6 +164,8 @@ class FunctionPlan:
                 query.located_instructions(self.module, self.fn, self.files)}
         for path, instr, state in analysis.states():
             self._note_calls(instr)
+            if instr.op == "call":
+                self._note_heap_call(instr, locs.get(path))
             try:
                 accesses = query.instruction_accesses(instr, locs.get(path), self.types)
             except query.Unsupported as e:
@@ -177,6 +187,27 @@ class FunctionPlan:
         for o in instr.operands:
             if isinstance(o, Symbol):
                 self.calls.symbols.setdefault(o.name, instr)
+
+    def _note_heap_call(self, instr: Instruction, loc: query.SourceLocation | None) -> None:
+        """A call of the ``malloc``/``free`` the CUDA runtime provides (the
+        module declares it, defines nothing of that name) gets a site: the
+        wrapper it becomes records its block, or its bad free, there."""
+        target = query.call_target(instr)
+        if target not in HEAP_WRAPPERS:
+            return
+        declared = next((f for f in self.module.functions if f.name == target), None)
+        if declared is None or declared.body is not None:
+            return
+        site = self.sites.add(
+            function=self.display, ptx_line=instr.line,
+            file=loc.file if loc else None, line=loc.line if loc else None,
+            column=loc.column if loc else None, instruction=instr.canonical(),
+            access=target, width=0, space="global", check="heap", root=None,
+        )
+        self.heap_calls[id(instr)] = site.id
+        self.needs_ctx = True
+        if target == "free":
+            self.frees_heap = True
 
     def _plan_access(self, path: tuple[int, ...], instr: Instruction,
                      access: query.MemoryAccess, state: dict[str, prov.Value]) -> None:
