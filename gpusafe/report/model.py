@@ -21,9 +21,8 @@ the tests hold the schema file and this reader to the same verdicts.
 from __future__ import annotations
 
 import json
-import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +30,15 @@ from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
 from ..exitcodes import EXIT_VIOLATIONS
+from .fields import ReportFormatError
+from .fields import json_address as _address
+from .fields import json_array as _array
+from .fields import json_enum as _enum
+from .fields import json_integer as _integer
+from .fields import json_object as _object
+from .fields import json_string as _string
+from .fields import optional as _opt
+from .fields import optional_list as _optional_list
 
 SCHEMA_ID = "gpusafe-report/1"
 TOOL_NAME = "gpusafe"
@@ -39,22 +47,8 @@ DEFAULT_MAX_THREADS = 8
 
 Dim3 = tuple[int, int, int]
 
-_HEX = re.compile(r"0x[0-9a-fA-F]{1,16}\Z")
-_LONGEST = (1 << 64) - 1
 """The largest magnitude of any integer a report holds: addresses, sizes and
 offsets are 64-bit quantities, counts cannot outgrow them."""
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class ReportFormatError(ValueError):
-    """A document that is not a gpusafe-report/1 report; ``path`` names where."""
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
-
-
 # --------------------------------------------------------------------------
 # The facts
 
@@ -675,86 +669,3 @@ def _read_fault(doc: Any, path: str) -> DeviceFault:
     return DeviceFault(_string(d["kernel"], f"{path}.kernel"),
                        _string(d["error"], f"{path}.error"),
                        _string(d["detail"], f"{path}.detail"))
-
-
-def _type_name(x: Any) -> str:
-    if x is None:
-        return "null"
-    return {bool: "boolean", int: "integer", float: "number", str: "string",
-            list: "array", dict: "object"}.get(type(x), type(x).__name__)
-
-
-def _object(doc: Any, path: str, *, required: Iterable[str],
-            optional: Iterable[str] = ()) -> Mapping[str, Any]:
-    if not isinstance(doc, dict):
-        raise ReportFormatError(path, f"expected an object, got {_type_name(doc)}")
-    required = tuple(required)
-    for key in required:
-        if key not in doc:
-            raise ReportFormatError(path, f"missing required property {key!r}")
-    known = set(required) | set(optional)
-    for key in doc:
-        if key not in known:
-            raise ReportFormatError(path, f"unknown property {key!r}")
-    return doc
-
-
-def _array(doc: Any, path: str) -> list:
-    if not isinstance(doc, list):
-        raise ReportFormatError(path, f"expected an array, got {_type_name(doc)}")
-    return doc
-
-
-def _string(doc: Any, path: str) -> str:
-    if not isinstance(doc, str):
-        raise ReportFormatError(path, f"expected a string, got {_type_name(doc)}")
-    # JSON can spell half a UTF-16 pair ("\\ud800"); it is no character, and
-    # no text holding one can be printed or written as UTF-8.
-    lone = _SURROGATE.search(doc)
-    if lone:
-        raise ReportFormatError(path, f"a lone surrogate \\u{ord(lone.group()):04x} is not a "
-                                      "character")
-    return doc
-
-
-def _integer(doc: Any, path: str, minimum: int | None = None) -> int:
-    # JSON (and JSON Schema) has numbers, not ints: 4.0 is the integer 4.
-    if isinstance(doc, float) and doc.is_integer():
-        doc = int(doc)
-    if isinstance(doc, bool) or not isinstance(doc, int):
-        raise ReportFormatError(path, f"expected an integer, got {_type_name(doc)}")
-    if abs(doc) > _LONGEST:
-        raise ReportFormatError(path, "expected an integer of at most 64 bits, got one of "
-                                      f"{doc.bit_length()} bits")
-    if minimum is not None and doc < minimum:
-        raise ReportFormatError(path, f"expected an integer >= {minimum}, got {doc}")
-    return doc
-
-
-def _address(doc: Any, path: str) -> int:
-    text = _string(doc, path)
-    if not _HEX.match(text):
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise ReportFormatError(path, f"expected a 64-bit hex address like '0x7f0000001000', "
-                                      f"got {shown!r}")
-    return int(text, 16)
-
-
-def _enum(enum: type, doc: Any, path: str):
-    text = _string(doc, path)
-    try:
-        return enum(text)
-    except ValueError:
-        allowed = ", ".join(m.value for m in enum)
-        raise ReportFormatError(path, f"{text!r} is not one of {allowed}") from None
-
-
-def _opt(doc: Any, path: str, read):
-    return None if doc is None else read(doc, path)
-
-
-def _optional_list(d: Mapping[str, Any], key: str, read):
-    """An optional property: absent is None; present, it must be an array."""
-    if key not in d:
-        return None
-    return tuple(read(x, f"{key}[{i}]") for i, x in enumerate(_array(d[key], key)))
