@@ -38,6 +38,7 @@ from .model import (
     ThreadId,
     ToolInfo,
     UncheckedKernel,
+    UnimplementedCall,
     Violation,
 )
 
@@ -57,5 +58,6 @@ __all__ = [
     "ThreadId",
     "ToolInfo",
     "UncheckedKernel",
+    "UnimplementedCall",
     "Violation",
 ]

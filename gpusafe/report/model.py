@@ -29,7 +29,7 @@ from typing import Any
 from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
-from ..exitcodes import EXIT_VIOLATIONS
+from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from .fields import ReportFormatError
 from .fields import json_address as _address
 from .fields import json_array as _array
@@ -164,10 +164,29 @@ class CheckedKernel:
 
 @dataclass(frozen=True)
 class UncheckedKernel:
-    """A kernel that ran without checks (cubin-only module, filtered out), and why."""
+    """A kernel that ran without checks (cubin-only module, filtered out), and why.
+
+    ``launches`` counts its unchecked launches (None: not counted, as for the
+    ``*`` of ``--no-check``); ``requested`` is true when the user asked for it
+    to run unchecked (``--no-check``, ``--kernel-filter``), which alone does
+    not fail a run."""
 
     name: str
     reason: str
+    launches: int | None = None
+    requested: bool = False
+
+
+@dataclass(frozen=True)
+class UnimplementedCall:
+    """A driver or runtime call the backend could not serve: a function it
+    does not implement, or a feature it lacks (why, in ``reason``), at the
+    program's call site ``site`` (``file:line``), ``count`` times."""
+
+    name: str
+    site: str | None
+    reason: str
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -193,6 +212,8 @@ class Summary:
     launches: int
     dropped: int
     suppressed: int | None = None
+    unchecked_launches: int = 0
+    unimplemented_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,17 +229,32 @@ class Report:
     checked_kernels: tuple[CheckedKernel, ...] | None = None
     unchecked_kernels: tuple[UncheckedKernel, ...] | None = None
     faults: tuple[DeviceFault, ...] = ()
+    unimplemented_calls: tuple[UnimplementedCall, ...] = ()
     schema: str = SCHEMA_ID
 
     @property
     def clean(self) -> bool:
         return not self.violations
 
-    def exit_status(self, error_exitcode: int = EXIT_VIOLATIONS) -> int:
-        """DESIGN.md "Exit status": the program's own status when nothing was
-        found, ``error_exitcode`` otherwise."""
+    @property
+    def incomplete(self) -> bool:
+        """The run could not be checked as asked: a call the backend does not
+        implement, or a kernel that ran unchecked without the user asking."""
+        return bool(self.unimplemented_calls) or any(
+            not k.requested for k in self.unchecked_kernels or ())
+
+    def exit_status(self, error_exitcode: int = EXIT_VIOLATIONS,
+                    allow_unchecked: bool = False) -> int:
+        """DESIGN.md "Exit status": ``error_exitcode`` when a violation was
+        found (a finding outranks an incomplete run: both fail a CI job, and
+        the violation is what to fix first); else 2 when the program hit a
+        call the backend does not implement, or a kernel ran unchecked that
+        the user did not ask to run so (unless ``allow_unchecked``); else
+        the program's own status."""
         if self.violations:
             return error_exitcode
+        if self.unimplemented_calls or (self.incomplete and not allow_unchecked):
+            return EXIT_TOOL_ERROR
         return self.exit_code if self.exit_code is not None else 0
 
     # -- JSON ---------------------------------------------------------------
@@ -237,6 +273,8 @@ class Report:
                 "kernels_checked": self.summary.kernels_checked,
                 "launches": self.summary.launches,
                 "dropped": self.summary.dropped,
+                "unchecked_launches": self.summary.unchecked_launches,
+                "unimplemented_calls": self.summary.unimplemented_calls,
             },
         }
         if self.summary.suppressed is not None:
@@ -246,9 +284,11 @@ class Report:
                 {"name": k.name, "launches": k.launches} for k in self.checked_kernels
             ]
         if self.unchecked_kernels is not None:
-            d["unchecked_kernels"] = [
-                {"name": k.name, "reason": k.reason} for k in self.unchecked_kernels
-            ]
+            d["unchecked_kernels"] = [_unchecked_to_dict(k) for k in self.unchecked_kernels]
+        if self.unimplemented_calls:
+            d["unimplemented_calls"] = [
+                {"name": c.name, "site": c.site, "reason": c.reason, "count": c.count}
+                for c in self.unimplemented_calls]
         if self.faults:
             d["faults"] = [{"kernel": f.kernel, "error": f.error, "detail": f.detail}
                            for f in self.faults]
@@ -273,6 +313,15 @@ class Report:
 
 def hex_address(value: int) -> str:
     return f"0x{value:x}"
+
+
+def _unchecked_to_dict(k: UncheckedKernel) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": k.name, "reason": k.reason}
+    if k.launches is not None:
+        d["launches"] = k.launches
+    if k.requested:
+        d["requested"] = True
+    return d
 
 
 def _violation_to_dict(v: Violation) -> dict[str, Any]:
@@ -382,7 +431,8 @@ class ReportBuilder:
         self.tool = tool or ToolInfo()
         self._entries: dict[tuple, _Entry] = {}
         self._launches: dict[str, int] = {}
-        self._unchecked: dict[str, str] = {}
+        self._unchecked: dict[str, UncheckedKernel] = {}
+        self._unimplemented: dict[tuple[str, str | None, str], int] = {}
         self._faults: list[DeviceFault] = []
         self._dropped = 0
         self._suppressed: int | None = None
@@ -474,10 +524,32 @@ class ReportBuilder:
         with self._lock:
             self._launches[kernel] = self._launches.get(kernel, 0) + 1
 
-    def record_unchecked(self, kernel: str, reason: str) -> None:
-        """A kernel that ran without checking (the first reason given is kept)."""
+    def record_unchecked(self, kernel: str, reason: str, launches: int | None = 1,
+                         requested: bool = False) -> None:
+        """``launches`` launches of a kernel that ran without checking (None:
+        not counted); the first reason given is kept, and the kernel counts
+        as requested only while every reason given was a request."""
         with self._lock:
-            self._unchecked.setdefault(kernel, reason)
+            old = self._unchecked.get(kernel)
+            if old is not None:
+                n = None if old.launches is None and launches is None else \
+                    (old.launches or 0) + (launches or 0)
+                self._unchecked[kernel] = replace(old, launches=n,
+                                                  requested=old.requested and requested)
+            else:
+                self._unchecked[kernel] = UncheckedKernel(kernel, reason, launches, requested)
+
+    def record_unimplemented(self, name: str, site: str | None, reason: str,
+                             count: int = 1) -> None:
+        """A call the backend could not serve, at the program's ``site``."""
+        with self._lock:
+            key = (name, site, reason)
+            self._unimplemented[key] = self._unimplemented.get(key, 0) + count
+
+    @property
+    def unimplemented_count(self) -> int:
+        with self._lock:
+            return sum(self._unimplemented.values())
 
     def record_fault(self, kernel: str, error: str, detail: str) -> None:
         """A launch that ended in a device fault."""
@@ -497,7 +569,9 @@ class ReportBuilder:
             for k in report.checked_kernels or ():
                 self._launches[k.name] = self._launches.get(k.name, 0) + k.launches
             for u in report.unchecked_kernels or ():
-                self.record_unchecked(u.name, u.reason)
+                self.record_unchecked(u.name, u.reason, u.launches, u.requested)
+            for c in report.unimplemented_calls:
+                self.record_unimplemented(c.name, c.site, c.reason, c.count)
             self._faults.extend(report.faults)
             self._dropped += report.summary.dropped
             if report.summary.suppressed is not None:
@@ -519,7 +593,9 @@ class ReportBuilder:
         with self._lock:
             violations = self.violations()
             checked = tuple(CheckedKernel(n, c) for n, c in self._launches.items())
-            unchecked = tuple(UncheckedKernel(n, r) for n, r in self._unchecked.items())
+            unchecked = tuple(self._unchecked.values())
+            unimplemented = tuple(UnimplementedCall(n, s, r, c)
+                                  for (n, s, r), c in self._unimplemented.items())
             faults = tuple(self._faults)
             dropped = self._dropped
             suppressed = self._suppressed
@@ -535,11 +611,14 @@ class ReportBuilder:
                 launches=sum(k.launches for k in checked),
                 dropped=dropped,
                 suppressed=suppressed,
+                unchecked_launches=sum(k.launches or 0 for k in unchecked),
+                unimplemented_calls=sum(c.count for c in unimplemented),
             ),
             tool=self.tool,
             checked_kernels=checked,
             unchecked_kernels=unchecked,
             faults=faults,
+            unimplemented_calls=unimplemented,
         )
 
 
@@ -570,7 +649,8 @@ def _as_dim3(v: Sequence[int]) -> Dim3:
 def _read_report(doc: Any) -> Report:
     d = _object(doc, "", required=("schema", "tool", "command", "device", "exit_code",
                                    "violations", "summary"),
-                optional=("checked_kernels", "unchecked_kernels", "faults"))
+                optional=("checked_kernels", "unchecked_kernels", "faults",
+                          "unimplemented_calls"))
     schema = _string(d["schema"], "schema")
     if schema != SCHEMA_ID:
         raise ReportFormatError("schema", f"unsupported report schema {schema!r} "
@@ -578,7 +658,7 @@ def _read_report(doc: Any) -> Report:
     t = _object(d["tool"], "tool", required=("name", "version"))
     s = _object(d["summary"], "summary",
                 required=("violations", "occurrences", "kernels_checked", "launches", "dropped"),
-                optional=("suppressed",))
+                optional=("suppressed", "unchecked_launches", "unimplemented_calls"))
     return Report(
         schema=schema,
         tool=ToolInfo(_string(t["name"], "tool.name"), _string(t["version"], "tool.version")),
@@ -592,6 +672,7 @@ def _read_report(doc: Any) -> Report:
         checked_kernels=_optional_list(d, "checked_kernels", _read_checked),
         unchecked_kernels=_optional_list(d, "unchecked_kernels", _read_unchecked),
         faults=_optional_list(d, "faults", _read_fault) or (),
+        unimplemented_calls=_optional_list(d, "unimplemented_calls", _read_unimplemented) or (),
     )
 
 
@@ -659,9 +740,23 @@ def _read_checked(doc: Any, path: str) -> CheckedKernel:
 
 
 def _read_unchecked(doc: Any, path: str) -> UncheckedKernel:
-    d = _object(doc, path, required=("name", "reason"))
-    return UncheckedKernel(_string(d["name"], f"{path}.name"),
-                           _string(d["reason"], f"{path}.reason"))
+    d = _object(doc, path, required=("name", "reason"), optional=("launches", "requested"))
+    requested = d.get("requested", False)
+    if not isinstance(requested, bool):
+        raise ReportFormatError(f"{path}.requested", "expected a boolean")
+    launches = d.get("launches")
+    return UncheckedKernel(
+        _string(d["name"], f"{path}.name"), _string(d["reason"], f"{path}.reason"),
+        None if launches is None else _integer(launches, f"{path}.launches", minimum=0),
+        requested)
+
+
+def _read_unimplemented(doc: Any, path: str) -> UnimplementedCall:
+    d = _object(doc, path, required=("name", "site", "reason", "count"))
+    return UnimplementedCall(_string(d["name"], f"{path}.name"),
+                             _opt(d["site"], f"{path}.site", _string),
+                             _string(d["reason"], f"{path}.reason"),
+                             _integer(d["count"], f"{path}.count", minimum=1))
 
 
 def _read_fault(doc: Any, path: str) -> DeviceFault:
