@@ -16,6 +16,7 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
+from ..cudaapi.args import c_int
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
 from .binding import bound
@@ -29,6 +30,13 @@ and the backend could not serve it (the report's ``unimplemented_calls``)."""
 
 NOT_IMPLEMENTED = "not implemented by gpusafe's CPU device"
 """The reason a report gives for a function the backend does not have."""
+
+
+def size(value: Any) -> int:
+    """A ``size_t`` argument converted as cuda-python converts it (a float
+    truncates; a str is the same ``TypeError``), so the door reads the size
+    the backend will get and refuses what the bindings refuse."""
+    return c_int(value, "size_t")
 
 
 def address(value: Any) -> int | None:
@@ -62,12 +70,12 @@ class ApiWrappers:
         engine = self.engine
 
         def wrapper(bytesize, *rest):
-            size = int(bytesize)
-            if size == 0:
+            n = size(bytesize)
+            if n == 0:
                 return real(bytesize, *rest)  # the backend's own answer to an empty request
-            result = real(engine.reserve_size(size), *rest)
+            result = real(engine.reserve_size(n), *rest)
             if result[0] == self.ok and result[1]:
-                engine.allocated(name, int(result[1]), size, program_site())
+                engine.allocated(name, int(result[1]), n, program_site())
             return result
 
         return wrapper
@@ -79,7 +87,7 @@ class ApiWrappers:
         engine = self.engine
 
         def wrapper(width, height, *rest):
-            w, h = int(width), int(height)
+            w, h = size(width), size(height)
             if w * h == 0:
                 return real(width, height, *rest)
             extra_rows = -(-engine.padding // w) if engine.padding else 0
@@ -114,7 +122,7 @@ class ApiWrappers:
 
         def wrapper(bytesize, *rest):
             result = real(bytesize, *rest)
-            if result[0] == self.ok and int(bytesize) > 0:
+            if result[0] == self.ok and size(bytesize) > 0:
                 engine.mapped(name, int(result[1]), int(bytesize), program_site())
             return result
 
