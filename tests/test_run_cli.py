@@ -185,7 +185,9 @@ def test_no_check_runs_the_program_and_says_nothing_was_checked(tmp_path: Path) 
     assert rc == 0, out  # the program's own status: the off-by-one went unnoticed
     assert doc["violations"] == [] and doc["summary"]["launches"] == 0
     assert doc["unchecked_kernels"] == [
-        {"name": "*", "reason": "checking was turned off with --no-check", "requested": True}]
+        {"name": "*", "reason": "checking was turned off with --no-check", "launches": 1,
+         "requested": True}]
+    assert doc["summary"]["unchecked_launches"] == 1
     assert "checking is off" in out
 
 

@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..doors.python import NO_CHECK
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
 from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from ..process.session import RunOptions
@@ -227,8 +228,7 @@ def collect(session_dir: Path, argv: list[str], device: str, status: int,
     """Merge every checked process's report; list what went wrong on the way."""
     builder = ReportBuilder(argv, device)
     if not check:  # a report without findings must not read as a clean pass
-        builder.record_unchecked("*", "checking was turned off with --no-check",
-                                 launches=None, requested=True)
+        builder.record_unchecked("*", NO_CHECK, launches=None, requested=True)
     problems = []
     reports = sorted(session_dir.glob("*.json"))
     for failed in sorted(session_dir.glob("*.failed")):

@@ -6,6 +6,7 @@ cuda.bindings.driver import cuMemAlloc``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..backends import Backend
@@ -17,6 +18,9 @@ from .wrappers import backend_functions, install, unsupported_watch
 
 INSTALLED: dict[str, Any] = {}
 """The functions the door replaced, by name (what the program would have called)."""
+
+NO_CHECK = "checking was turned off with --no-check"
+"""Why every kernel of a ``--no-check`` run (listed as ``*``) ran unchecked."""
 
 
 def install_python_door(backend: Backend, engine: Engine | None, findings: Findings) -> None:
@@ -30,8 +34,24 @@ def install_python_door(backend: Backend, engine: Engine | None, findings: Findi
     codes = backend.unsupported_results
     watch = unsupported_watch(codes, backend.unsupported_reason, unserved) if codes else None
     real = backend_functions(driver, "cu", backend.driver, unserved)
-    wrappers = DriverDoor(engine, real).wrappers() if engine is not None else {}
+    wrappers = DriverDoor(engine, real).wrappers() if engine is not None else \
+        _counted_launches(real, findings)
     install(driver, real, wrappers, INSTALLED, watch)
     real = backend_functions(runtime, "cuda", backend.runtime, unserved)
     wrappers = RuntimeDoor(engine, real).wrappers() if engine is not None else {}
     install(runtime, real, wrappers, INSTALLED, watch)
+
+
+def _counted_launches(real: dict[str, Any], findings: Findings) -> dict[str, Callable[..., Any]]:
+    """Without checking, the launches still count: as launches of ``*``,
+    unchecked by request, so the report says how many kernels ran unchecked."""
+
+    def counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any) -> Any:
+            findings.report.record_unchecked("*", NO_CHECK, requested=True)
+            return fn(*args)
+
+        return wrapper
+
+    return {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if n in real}
+
