@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 from jsonschema import Draft4Validator, Draft202012Validator
 
@@ -23,6 +24,7 @@ from gpusafe.report import SourceLocation as Loc
 from gpusafe.report.junit import render as junit
 from gpusafe.report.sarif import to_sarif
 from gpusafe.report.terminal import render_text
+from gpusafe_testkit.corpus import nvrtc_compile
 
 SARIF_SCHEMA = Path(__file__).parent / "data" / "sarif-2.1.0.schema.json"
 
@@ -289,3 +291,39 @@ def test_a_feature_the_cpu_device_lacks_is_reported_with_its_reason() -> None:
     alloc = watch("cuMemAlloc", d.cuMemAlloc)
     assert alloc(64)[0].name == "CUDA_SUCCESS"
     assert findings.report.build(exit_code=0).summary.unimplemented_calls == 1
+
+
+SURFACE = r"""
+extern "C" __global__ void surf(cudaSurfaceObject_t s, float* out)
+{
+    float v;
+    surf1Dread(&v, s, threadIdx.x * 4);
+    out[threadIdx.x] = v;
+}
+"""
+
+
+def test_an_instruction_the_cpu_device_cannot_run_is_named_in_the_report() -> None:
+    """A launch the CPU device refuses: the program gets CUDA_ERROR_NOT_SUPPORTED,
+    the report the kernel, the PTX line and the instruction.  (Surface loads
+    stand for any instruction the CPU device lacks; when it learns them,
+    this test needs another.)"""
+    backend = CpuBackend()
+    findings = _findings()
+    watch = unsupported_watch(backend.unsupported_results, backend.unsupported_reason,
+                              findings.unimplemented)
+    d = backend.driver
+    d.cuInit(0)
+    d.cuCtxCreate(None, 0, d.cuDeviceGet(0)[1])
+    _, module = d.cuModuleLoadData(nvrtc_compile(SURFACE, "surf.cu").encode() + b"\0")
+    _, fn = d.cuModuleGetFunction(module, b"surf")
+    _, out = d.cuMemAlloc(128)
+    values = [np.array([0], dtype=np.uint64), np.array([int(out)], dtype=np.uint64)]
+    params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+    launch = watch("cuLaunchKernel", d.cuLaunchKernel)
+    (err,) = launch(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0)
+    assert err.name == "CUDA_ERROR_NOT_SUPPORTED"
+    (call,) = findings.report.build(exit_code=0).unimplemented_calls
+    assert call.name == "cuLaunchKernel"
+    assert "kernel surf: PTX line" in call.reason
+    assert "suld.b.1d.b32.trap is not supported by the CPU device" in call.reason
