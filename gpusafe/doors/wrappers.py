@@ -229,7 +229,9 @@ def unsupported_watch(codes: frozenset[Any], reason: Callable[[], str],
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             result = fn(*args, **kwargs)
-            if type(result) is tuple and result and result[0] in codes:
+            # by identity: the codes are enum members, and a result's first
+            # item need not be hashable
+            if type(result) is tuple and result and any(result[0] is c for c in codes):
                 unserved(name, program_site(), reason())
             return result
 
