@@ -216,6 +216,7 @@ def unimplemented(name: str, unserved: Unserved) -> Callable[..., Any]:
             "(--device cuda) to use it")
 
     call.__name__ = name
+    call.unserved = True  # type: ignore[attr-defined]  # reports itself: nothing to watch
     return call
 
 
@@ -226,6 +227,9 @@ def unsupported_watch(codes: frozenset[Any], reason: Callable[[], str],
     the backend's ``reason()``; the program gets the result unchanged."""
 
     def watch(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if getattr(fn, "unserved", False):
+            return fn
+
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             result = fn(*args, **kwargs)
