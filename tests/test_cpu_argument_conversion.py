@@ -386,3 +386,19 @@ def test_the_door_converts_as_cuda_bindings(converting_only, door, case: str) ->
     name = case.split()[0]
     real_fn = make({name: getattr(module, name)}, real.CUdeviceptr(0) if module is real else 0)
     assert differences(real_fn, make(door["w"], door["buf"]), VALUES) == []
+
+
+@pytest.mark.slow
+def test_a_float_grid_size_is_checked_under_gpusafe_run(tmp_path) -> None:
+    """vectorAddDrv's float grid through the door, the engine and the CPU
+    device: the kernel runs checked, and its off-by-one is found."""
+    from test_run_cli import gpusafe_run, write_program
+
+    app = write_program(tmp_path, "")
+    text = app.read_text()
+    assert "n // 128 + 1, 1, 1," in text
+    app.write_text(text.replace("n // 128 + 1, 1, 1,", "(n + 128) / 128 + 0.3125, 1, 1,"))
+    rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
+    assert rc == 86, out
+    assert doc["summary"]["launches"] == 1 and doc["summary"]["unchecked_launches"] == 0
+    assert {v["kind"] for v in doc["violations"]} == {"global-out-of-bounds"}

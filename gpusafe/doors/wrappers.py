@@ -210,7 +210,7 @@ def unimplemented(name: str, unserved: Unserved) -> Callable[..., Any]:
     code a program ignores would let it go on with outputs it never got."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        unserved(name, program_site(), NOT_IMPLEMENTED)
+        unserved(name, _site(), NOT_IMPLEMENTED)
         raise NotImplementedError(
             f"{name} is not implemented by gpusafe's CPU device; run with a GPU "
             "(--device cuda) to use it")
@@ -236,9 +236,17 @@ def unsupported_watch(codes: frozenset[Any], reason: Callable[[], str],
             # by identity: the codes are enum members, and a result's first
             # item need not be hashable
             if type(result) is tuple and result and any(result[0] is c for c in codes):
-                unserved(name, program_site(), reason())
+                unserved(name, _site(), reason())
             return result
 
         return call
 
     return watch
+
+
+def _site() -> str | None:
+    """The program's call site as ``file:line`` (the report keeps one line
+    per unserved call and site)."""
+    site = program_site()  # gpusafe's own frames are passed over
+    return None if site is None else str(site)
+
