@@ -8,7 +8,8 @@ from __future__ import annotations
 
 EXIT_TOOL_ERROR = 2
 """gpusafe could not do its job (bad input, a file it cannot write, a bad flag,
-an internal error): never a violation, never a clean pass."""
+an internal error, a call the device could not serve, a kernel that ran
+unchecked without ``--allow-unchecked``): never a violation, never a clean pass."""
 
 EXIT_VIOLATIONS = 86
 """The default ``--error-exitcode``: the program ran and a violation was found."""

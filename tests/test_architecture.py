@@ -144,7 +144,8 @@ LAYERS = {
     "gpusafe.cpu": {"gpusafe_instrument", "gpusafe.cudaapi"},
     "gpusafe.report": {"gpusafe_instrument", "gpusafe"},
     "gpusafe.engine": {"gpusafe_instrument", "gpusafe", "gpusafe.cudaapi", "gpusafe.report"},
-    "gpusafe.doors": {"gpusafe_instrument", "gpusafe", "gpusafe.engine", "gpusafe.backends"},
+    "gpusafe.doors": {"gpusafe_instrument", "gpusafe", "gpusafe.cudaapi", "gpusafe.engine",
+                      "gpusafe.backends"},
 }
 """The data flow, lowest layer first: a layer never imports one above it.
 (``gpusafe`` alone is the package's ``__init__``: its version.)"""

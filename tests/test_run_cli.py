@@ -189,7 +189,9 @@ def test_no_check_runs_the_program_and_says_nothing_was_checked(tmp_path: Path) 
     assert rc == 0, out  # the program's own status: the off-by-one went unnoticed
     assert doc["violations"] == [] and doc["summary"]["launches"] == 0
     assert doc["unchecked_kernels"] == [
-        {"name": "*", "reason": "checking was turned off with --no-check"}]
+        {"name": "*", "reason": "checking was turned off with --no-check", "launches": 1,
+         "requested": True}]
+    assert doc["summary"]["unchecked_launches"] == 1
     assert "checking is off" in out
 
 
@@ -220,7 +222,8 @@ def test_kernel_filter_checks_only_matching_kernels(tmp_path: Path) -> None:
     assert rc == 0, out
     assert doc["violations"] == []
     assert doc["unchecked_kernels"] == [
-        {"name": "add_one", "reason": "excluded by --kernel-filter '^nothing$'"}]
+        {"name": "add_one", "reason": "excluded by --kernel-filter '^nothing$'", "launches": 1,
+         "requested": True}]
     rc, doc, out = gpusafe_run(tmp_path, "--kernel-filter", "add_", "python", str(app))
     assert rc == 86 and len(doc["violations"]) == 2
 

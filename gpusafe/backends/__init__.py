@@ -22,9 +22,17 @@ class Backend(Protocol):
     or None: then the records go through the driver API, in the context of
     the launch."""
 
+    unsupported_results: frozenset[Any]
+    """Result codes by which the backend says it lacks what a call asked for
+    (the CPU device's ``CUDA_ERROR_NOT_SUPPORTED``): such a call is reported
+    as unimplemented.  Empty for a GPU, whose own answers are the program's."""
+
     def fault_detail(self) -> str | None:
         """What the backend knows of the last failed call (where a fault
         happened), if anything."""
+
+    def unsupported_reason(self) -> str:
+        """Why the last call answered with one of ``unsupported_results``."""
 
 
 def open_backend(kind: str, *, pads: bool, kernel_timeout: float | None = None) -> Backend:

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from cuda.bindings.driver import CUresult
+from cuda.bindings.runtime import cudaError_t
+
 from ..cpu.driver import Driver
 from ..cpu.runtime import Runtime
+
+_NOT_SUPPORTED = "CUDA_ERROR_NOT_SUPPORTED"
 
 
 class _DeviceMemoryUnderLock:
@@ -44,6 +49,11 @@ class _DeviceMemoryUnderLock:
 class CpuBackend:
     name = "cpu"
     synchronous = True
+    unsupported_results = frozenset({CUresult.CUDA_ERROR_NOT_SUPPORTED,
+                                     cudaError_t.cudaErrorNotSupported})
+    """The CPU device answers a feature it lacks (a cubin, mapped host memory,
+    an instruction it cannot run, ...) with NOT_SUPPORTED and says why in
+    ``last_error_detail``."""
 
     def __init__(self, *, pads: bool = True, kernel_timeout: float | None = None) -> None:
         if pads:
@@ -55,3 +65,11 @@ class CpuBackend:
 
     def fault_detail(self) -> str | None:
         return self.driver.last_error_detail()
+
+    def unsupported_reason(self) -> str:
+        """The driver's reason (a runtime call fails through the driver, on
+        the same thread, so the reason is the driver's too)."""
+        detail = self.driver.last_error_detail() or ""
+        if detail.startswith(_NOT_SUPPORTED + ": "):
+            return detail.removeprefix(_NOT_SUPPORTED + ": ")
+        return f"the CPU device answered {_NOT_SUPPORTED} without giving a reason"

@@ -22,6 +22,7 @@ class CudaBackend:
     name = "cuda"
     synchronous = False
     record_memory = None  # through the driver API, in the launch's context
+    unsupported_results: frozenset = frozenset()  # the GPU's answers are the program's
 
     def __init__(self) -> None:
         self.driver = _snapshot(_driver)
@@ -29,3 +30,6 @@ class CudaBackend:
 
     def fault_detail(self) -> str | None:
         return None
+
+    def unsupported_reason(self) -> str:
+        return ""

@@ -11,6 +11,12 @@ own failure into a clean pass. The report flags (``--log-file``, ``--json``,
 (:mod:`gpusafe.report.suppressions`) before any report is written and before
 the exit status is decided; a file that cannot be used stops the run before
 the program starts.
+
+A run that could not check what it was asked to is never a pass: a call the
+backend does not implement (or a feature it lacks) exits 2, and so does a
+kernel that ran unchecked, unless ``--allow-unchecked`` is given or the user
+asked for it (``--no-check``, ``--kernel-filter``); both are listed in every
+report, and a run that checked no launch says so.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..doors.python import NO_CHECK
 from ..engine.callsite import DEFAULT_STACK_DEPTH
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
 from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
@@ -107,7 +114,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         f"launch (default {DEFAULT_STACK_DEPTH}; 0: the call's line only)")
     p.add_argument("--no-check", dest="check", action="store_false",
                    help="run on the chosen device with every check off (timing baselines, "
-                        "running GPU code in CI without a GPU)")
+                        "running GPU code in CI without a GPU); the run is unchecked by "
+                        "request, so that alone does not exit 2")
+    p.add_argument("--allow-unchecked", action="store_true",
+                   help="do not exit 2 because a kernel ran unchecked (a cubin or fatbin "
+                        "module, a kernel the instrumenter cannot check); such kernels are "
+                        "still listed. A call the device does not implement still exits 2")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
     p.set_defaults(func=cmd_run)
     return p
@@ -190,7 +202,30 @@ def conclude(report: Report, args: argparse.Namespace,
         tool_error(PROG, failure)
     if unwritten:
         return EXIT_TOOL_ERROR
-    return report.exit_status(args.error_exitcode)
+    allow = args.allow_unchecked
+    if not report.violations:  # a violation decides the status; the report lists the rest
+        for cause in incomplete_causes(report, allow):
+            tool_error(PROG, cause)
+    return report.exit_status(args.error_exitcode, allow_unchecked=allow)
+
+
+def incomplete_causes(report: Report, allow_unchecked: bool) -> list[str]:
+    """The one-line causes of an exit 2 that the report explains in full."""
+    causes = []
+    calls = report.unimplemented_calls
+    if calls:
+        first = calls[0]
+        at = f" at {first.site}" if first.site else ""
+        n = sum(c.count for c in calls)
+        causes.append(f"the program made {n} call{'s' if n != 1 else ''} the {report.device} "
+                      f"device could not serve (first: {first.name}{at}); the run is "
+                      "incomplete: exit 2")
+    unasked = [k for k in report.unchecked_kernels or () if not k.requested]
+    if unasked and not allow_unchecked:
+        names = ", ".join(k.name for k in unasked[:3]) + (" ..." if len(unasked) > 3 else "")
+        causes.append(f"{len(unasked)} kernel{'s' if len(unasked) != 1 else ''} ran unchecked "
+                      f"({names}): exit 2 (--allow-unchecked accepts this)")
+    return causes
 
 
 def collect(session_dir: Path, argv: list[str], device: str, status: int,
@@ -198,7 +233,7 @@ def collect(session_dir: Path, argv: list[str], device: str, status: int,
     """Merge every checked process's report; list what went wrong on the way."""
     builder = ReportBuilder(argv, device)
     if not check:  # a report without findings must not read as a clean pass
-        builder.record_unchecked("*", "checking was turned off with --no-check")
+        builder.record_unchecked("*", NO_CHECK, launches=None, requested=True)
     problems = []
     reports = sorted(session_dir.glob("*.json"))
     for failed in sorted(session_dir.glob("*.failed")):

@@ -9,8 +9,10 @@ here as against ``cuda.bindings.driver``:
 
 * handles (``CUdevice``, ``CUcontext``, ``CUmodule``, ...): ``None`` is 0, an
   instance of the type is ``int(x)``, anything else goes through ``int(T(x))``;
-* C integers (``unsigned int``, ``size_t``, ``int``, ...): ``operator.index``
-  and a range check (``OverflowError`` outside the C type's range);
+* C integers (``unsigned int``, ``size_t``, ``int``, ...): an ``int``, or any
+  object whose type has ``__int__`` (floats truncate, numpy scalars), then a
+  range check (``OverflowError`` outside the C type's range), with Cython's
+  messages, see :func:`c_int`;
 * host pointers (``_HelperInputVoidPtr``): ``None``, an ``int`` address, a
   ``CUdeviceptr``, or any object with the buffer protocol (numpy arrays,
   ``bytes``, ``bytearray``, ``memoryview``, ctypes objects, ``array.array``),
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import operator
 import struct
 from dataclasses import dataclass, field
 
@@ -35,30 +36,59 @@ from cuda.bindings import driver as _real
 # C integers and handles
 # --------------------------------------------------------------------------
 
-_C_RANGES = {
-    "unsigned int": (0, 2**32 - 1),
-    "int": (-(2**31), 2**31 - 1),
-    "size_t": (0, 2**64 - 1),
-    "unsigned char": (0, 255),
-    "unsigned short": (0, 65535),
-    "void_ptr": (0, 2**64 - 1),
-    "unsigned long long": (0, 2**64 - 1),
+_C_TYPES = {
+    # name: (smallest, largest, the name Cython's messages give it)
+    "unsigned int": (0, 2**32 - 1, "unsigned int"),
+    "int": (-(2**31), 2**31 - 1, "int"),
+    "size_t": (0, 2**64 - 1, "size_t"),
+    "unsigned char": (0, 255, "unsigned char"),
+    "unsigned short": (0, 65535, "unsigned short"),
+    "void_ptr": (0, 2**64 - 1, "unsigned PY_LONG_LONG"),
+    "unsigned long long": (0, 2**64 - 1, "unsigned PY_LONG_LONG"),
 }
+_ULONG_MAX = 2**64 - 1
+_LONG = (-(2**63), 2**63 - 1)
 
 
 def c_int(value, ctype: str = "unsigned int", name: str = "argument") -> int:
-    """Convert like Cython converts a Python object to a C integer argument."""
-    if isinstance(value, float):
-        raise TypeError(f"'float' object cannot be interpreted as an integer ({name})")
-    v = operator.index(value)
-    lo, hi = _C_RANGES[ctype]
-    if v < lo:
-        if lo == 0:
-            raise OverflowError(f"can't convert negative value to {ctype} ({name})")
-        raise OverflowError(f"value too large to convert to {ctype} ({name})")
-    if v > hi:
-        raise OverflowError(f"value too large to convert to {ctype} ({name})")
+    """Convert like Cython converts a Python object to a C integer argument,
+    as cuda-python's bindings do (``name`` is for the reader of the call:
+    cuda-python's messages do not name the parameter).
+
+    An ``int`` (``bool``, an ``IntEnum``) is taken as it is; any other
+    object through its type's ``__int__``, so a float or a numpy scalar is
+    truncated toward zero (``196.3125`` is 196, as NVIDIA's vectorAddDrv
+    passes it), a float NaN is a ``ValueError`` and an infinity an
+    ``OverflowError`` (what ``__int__`` raises); an object without
+    ``__int__`` (``None``, ``str``, a ctypes number, a buffer) is
+    ``TypeError("an integer is required")``.  A value outside the C type is
+    an ``OverflowError`` with Cython's words."""
+    v = python_int(value)
+    lo, hi, shown = _C_TYPES[ctype]
+    if lo == 0:
+        if v < 0:
+            raise OverflowError(f"can't convert negative value to {shown}")
+        if v > _ULONG_MAX:
+            raise OverflowError("Python int too large to convert to C unsigned long")
+    elif not _LONG[0] <= v <= _LONG[1]:
+        raise OverflowError("Python int too large to convert to C long")
+    if not lo <= v <= hi:
+        raise OverflowError(f"value too large to convert to {shown}")
     return v
+
+
+def python_int(value) -> int:
+    """The Python int Cython makes of an object before it checks the C range:
+    an ``int`` as it is, anything else through its type's ``__int__``."""
+    if isinstance(value, int):
+        return int(value)
+    to_int = getattr(type(value), "__int__", None)
+    if to_int is None:
+        raise TypeError("an integer is required")
+    v = to_int(value)
+    if not isinstance(v, int):
+        raise TypeError(f"__int__ returned non-int (type {type(v).__name__})")
+    return int(v)
 
 
 def handle_value(value, cls) -> int:
@@ -71,20 +101,26 @@ def handle_value(value, cls) -> int:
 
 
 def require_enum(value, cls, name: str):
-    """``attrib not None : CUdevice_attribute``: an instance of the enum, or TypeError."""
-    if not isinstance(value, cls):
-        raise TypeError(
-            f"Argument '{name}' has incorrect type (expected {cls.__module__}.{cls.__name__}, "
-            f"got {type(value).__name__})"
-        )
-    return value
+    """An enum argument (``attrib not None : CUdevice_attribute``) as
+    cuda-python 13 converts it: None is a ``TypeError``; any other value is
+    taken by its ``.value`` (an ``AttributeError`` for an object without
+    one, as there), so a member of a twin enum (``cudaDeviceAttr`` for
+    ``CUdevice_attribute``) means the member of ``cls`` with that value.
+    Returns that member; a value ``cls`` does not have is a ``ValueError``
+    (where a driver would answer ``CUDA_ERROR_INVALID_VALUE``)."""
+    if value is None:
+        raise TypeError(f"Argument '{name}' must not be None")
+    if isinstance(value, cls):
+        return value
+    return cls(c_int(value.value, "int"))
 
 
 def require_bytes(value, name: str) -> bytes:
-    """``char* name``: Cython accepts bytes and bytearray, never str."""
+    """``char* name``: Cython accepts bytes and bytearray, never str
+    (``name`` is for the reader: the message does not name it)."""
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
-    raise TypeError(f"expected bytes, {type(value).__name__} found ({name})")
+    raise TypeError(f"expected bytes, {type(value).__name__} found")
 
 
 # --------------------------------------------------------------------------
@@ -109,24 +145,24 @@ def host_pointer(obj) -> HostPtr:
     if obj is None:
         return HostPtr(0)
     if isinstance(obj, int):
-        return HostPtr(int(obj))
+        return HostPtr(c_int(obj, "void_ptr"))
     if isinstance(obj, _real.CUdeviceptr):
         return HostPtr(int(obj))
     if isinstance(obj, np.ndarray):
         if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
-            raise RuntimeError("Failed to retrieve buffer through Buffer Protocol")
+            raise ValueError("ndarray is not contiguous")  # what numpy's buffer export says
         return HostPtr(obj.ctypes.data, obj.nbytes, obj)
     if isinstance(obj, _CTYPES_DATA):
         return HostPtr(ctypes.addressof(obj), ctypes.sizeof(obj), obj)
     try:
         mv = memoryview(obj)
     except TypeError:
-        raise TypeError(
+        raise TypeError(  # sic: cuda-python names type(int), "<class 'type'>"
             f"Provided argument is of type {type(obj)} but expected Type {type(None)}, "
-            f"{int} or object with Buffer Protocol"
+            f"{type(int)} or object with Buffer Protocol"
         ) from None
     if not mv.contiguous:
-        raise RuntimeError("Failed to retrieve buffer through Buffer Protocol")
+        raise BufferError(f"{type(obj).__name__}: underlying buffer is not contiguous")
     if mv.nbytes == 0:
         return HostPtr(0 if not isinstance(obj, bytes) else _bytes_address(obj), 0, obj)
     if isinstance(obj, bytes):
@@ -236,7 +272,7 @@ def convert_kernel_params(kernel_params) -> KernelParams:
         ) from None
     try:
         hp = host_pointer(kernel_params)
-    except RuntimeError:
+    except (ValueError, BufferError):
         raise RuntimeError(
             "Argument 'kernelParams' failed to retrieve buffer through Buffer Protocol") from None
     return KernelParams("array" if hp.address else "null", address=hp.address, keep=hp.keep)
@@ -282,8 +318,8 @@ def _convert_tuple_form(values: tuple, types: tuple) -> KernelParams:
                 ptr = int(value.getPtr())
                 keep.append(value)
             else:
-                raise TypeError(
-                    f"Provided argument is of type {type(value)} but expected Type {int}, "
+                raise TypeError(  # sic: cuda-python names type(int), "<class 'type'>"
+                    f"Provided argument is of type {type(value)} but expected Type {type(int)}, "
                     f"{type(ctypes.c_void_p)} or CUDA Binding structure with getPtr() attribute")
             sources.append(("data", idx))
             data[idx:idx + 8] = struct.pack("<Q", ptr & (2**64 - 1))

@@ -7,29 +7,55 @@ cuda.bindings.driver import cuMemAlloc``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..backends import Backend
 from ..engine.checking import Engine
+from ..engine.findings import Findings
 from .python_driver import DriverDoor
 from .python_nvrtc import install_nvrtc_door
 from .python_runtime import RuntimeDoor
-from .wrappers import backend_functions, install
+from .wrappers import backend_functions, install, unsupported_watch
 
 INSTALLED: dict[str, Any] = {}
 """The functions the door replaced, by name (what the program would have called)."""
 
+NO_CHECK = "checking was turned off with --no-check"
+"""Why every kernel of a ``--no-check`` run (listed as ``*``) ran unchecked."""
 
-def install_python_door(backend: Backend, engine: Engine | None) -> None:
+
+def install_python_door(backend: Backend, engine: Engine | None, findings: Findings) -> None:
     """Route both modules to ``backend``; with an ``engine``, through the
-    checking wrappers (without one, as ``--no-check`` asks, unchecked)."""
+    checking wrappers (without one, as ``--no-check`` asks, unchecked).
+    Either way, a call the backend cannot serve (a function it lacks, a
+    feature it answers as unsupported) goes into ``findings``."""
     from cuda.bindings import driver, runtime
 
-    real = backend_functions(driver, "cu", backend.driver)
-    wrappers = DriverDoor(engine, real).wrappers() if engine is not None else {}
-    install(driver, real, wrappers, INSTALLED)
-    real = backend_functions(runtime, "cuda", backend.runtime)
+    unserved = findings.unimplemented
+    codes = backend.unsupported_results
+    watch = unsupported_watch(codes, backend.unsupported_reason, unserved) if codes else None
+    real = backend_functions(driver, "cu", backend.driver, unserved)
+    wrappers = DriverDoor(engine, real).wrappers() if engine is not None else \
+        _counted_launches(real, findings)
+    install(driver, real, wrappers, INSTALLED, watch)
+    real = backend_functions(runtime, "cuda", backend.runtime, unserved)
     wrappers = RuntimeDoor(engine, real).wrappers() if engine is not None else {}
-    install(runtime, real, wrappers, INSTALLED)
+    install(runtime, real, wrappers, INSTALLED, watch)
     if engine is not None:
         install_nvrtc_door(engine, INSTALLED)
+
+
+def _counted_launches(real: dict[str, Any], findings: Findings) -> dict[str, Callable[..., Any]]:
+    """Without checking, the launches still count: as launches of ``*``,
+    unchecked by request, so the report says how many kernels ran unchecked."""
+
+    def counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any) -> Any:
+            findings.report.record_unchecked("*", NO_CHECK, requested=True)
+            return fn(*args)
+
+        return wrapper
+
+    return {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if n in real}
+

@@ -13,9 +13,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from cuda.bindings.driver import CUdeviceptr
+
+from ..cudaapi.args import handle_value
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
-from .wrappers import ApiWrappers, Ranges, address
+from .wrappers import ApiWrappers, Ranges, address, size
 
 
 def _name(value: Any) -> str:
@@ -206,21 +209,27 @@ class DriverDoor(ApiWrappers):
         return {name: make() for name, make in makers.items() if name in self.real}
 
 
+def _ptr(value: Any) -> int:
+    """A ``CUdeviceptr`` argument, converted as cuda-python converts it."""
+    return handle_value(value, CUdeviceptr)
+
+
 def _dst(n_index: int, width: int = 1) -> Ranges:
-    return lambda *a: [(int(a[0]), int(a[n_index]) * width)]
+    return lambda *a: [(_ptr(a[0]), size(a[n_index]) * width)]
 
 
 _COPIES: dict[str, tuple[Ranges, bool]] = {
-    "cuMemcpyHtoD": (lambda *a: [(int(a[0]), int(a[2]))], True),
-    "cuMemcpyHtoDAsync": (lambda *a: [(int(a[0]), int(a[2]))], False),
-    "cuMemcpyDtoH": (lambda *a: [(int(a[1]), int(a[2]))], True),
-    "cuMemcpyDtoHAsync": (lambda *a: [(int(a[1]), int(a[2]))], False),
-    "cuMemcpyDtoD": (lambda *a: [(int(a[0]), int(a[2])), (int(a[1]), int(a[2]))], True),
-    "cuMemcpyDtoDAsync": (lambda *a: [(int(a[0]), int(a[2])), (int(a[1]), int(a[2]))], False),
+    "cuMemcpyHtoD": (lambda *a: [(_ptr(a[0]), size(a[2]))], True),
+    "cuMemcpyHtoDAsync": (lambda *a: [(_ptr(a[0]), size(a[2]))], False),
+    "cuMemcpyDtoH": (lambda *a: [(_ptr(a[1]), size(a[2]))], True),
+    "cuMemcpyDtoHAsync": (lambda *a: [(_ptr(a[1]), size(a[2]))], False),
+    "cuMemcpyDtoD": (lambda *a: [(_ptr(a[0]), size(a[2])), (_ptr(a[1]), size(a[2]))], True),
+    "cuMemcpyDtoDAsync": (lambda *a: [(_ptr(a[0]), size(a[2])), (_ptr(a[1]), size(a[2]))],
+                          False),
     # unified addressing: each side judged when the registry tracks it
-    "cuMemcpy": (lambda *a: [(address(a[0]), int(a[2])), (address(a[1]), int(a[2]))], True),
+    "cuMemcpy": (lambda *a: [(address(a[0]), size(a[2])), (address(a[1]), size(a[2]))], True),
     "cuMemcpyAsync": (
-        lambda *a: [(address(a[0]), int(a[2])), (address(a[1]), int(a[2]))], False),
+        lambda *a: [(address(a[0]), size(a[2])), (address(a[1]), size(a[2]))], False),
     "cuMemsetD8": (_dst(2, 1), True),
     "cuMemsetD16": (_dst(2, 2), True),
     "cuMemsetD32": (_dst(2, 4), True),

@@ -20,13 +20,13 @@ from typing import Any
 from cuda.bindings.runtime import cudaError_t, cudaMemcpyKind
 
 from ..engine.checking import Engine
-from .wrappers import ApiWrappers, Ranges, address
+from .wrappers import ApiWrappers, Ranges, address, size
 
 
 def _extent(pitch: Any, width: Any, height: Any) -> int:
     """Bytes spanned by a 2D region: full rows but the last, which is ``width`` long."""
-    h = int(height)
-    return int(pitch) * (h - 1) + int(width) if h > 0 and int(width) > 0 else 0
+    h, w = size(height), size(width)
+    return size(pitch) * (h - 1) + w if h > 0 and w > 0 else 0
 
 
 class RuntimeDoor(ApiWrappers):
@@ -71,14 +71,15 @@ class RuntimeDoor(ApiWrappers):
 
         copies: dict[str, tuple[Ranges, bool]] = {
             # cudaMemcpy(dst, src, count, kind[, stream])
-            "cudaMemcpy": (lambda d, src, n, k: sides(d, int(n), src, int(n), k), True),
-            "cudaMemcpyAsync": (lambda d, src, n, k, st: sides(d, int(n), src, int(n), k), False),
+            "cudaMemcpy": (lambda d, src, n, k: sides(d, size(n), src, size(n), k), True),
+            "cudaMemcpyAsync": (lambda d, src, n, k, st: sides(d, size(n), src, size(n), k),
+                                False),
             # cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind[, stream])
             "cudaMemcpy2D": (copy2d, True),
             "cudaMemcpy2DAsync": (copy2d, False),
             # cudaMemset(devPtr, value, count[, stream])
-            "cudaMemset": (lambda p, v, n: [(address(p), int(n))], True),
-            "cudaMemsetAsync": (lambda p, v, n, st: [(address(p), int(n))], False),
+            "cudaMemset": (lambda p, v, n: [(address(p), size(n))], True),
+            "cudaMemsetAsync": (lambda p, v, n, st: [(address(p), size(n))], False),
             # cudaMemset2D(devPtr, pitch, value, width, height[, stream])
             "cudaMemset2D": (lambda p, pt, v, wd, h: [(address(p), _extent(pt, wd, h))], True),
             "cudaMemset2DAsync": (

@@ -11,16 +11,32 @@ into that shape when the table is installed.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Callable
 from typing import Any
 
+from ..cudaapi.args import c_int
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
 from .binding import bound
 
 Ranges = Callable[..., list[tuple[int | None, int]]]
 """``ranges(*args)``: the device ranges ``[(address or None, bytes)]`` a call touches."""
+
+Unserved = Callable[[str, "str | None", str], None]
+"""``unserved(name, site, reason)``: the program called ``name`` at ``site``
+and the backend could not serve it (the report's ``unimplemented_calls``)."""
+
+NOT_IMPLEMENTED = "not implemented by gpusafe's CPU device"
+"""The reason a report gives for a function the backend does not have."""
+
+
+def size(value: Any) -> int:
+    """A ``size_t`` argument converted as cuda-python converts it (a float
+    truncates; a str is the same ``TypeError``), so the door reads the size
+    the backend will get and refuses what the bindings refuse."""
+    return c_int(value, "size_t")
 
 
 def address(value: Any) -> int | None:
@@ -54,12 +70,12 @@ class ApiWrappers:
         engine = self.engine
 
         def wrapper(bytesize, *rest):
-            size = int(bytesize)
-            if size == 0:
+            n = size(bytesize)
+            if n == 0:
                 return real(bytesize, *rest)  # the backend's own answer to an empty request
-            result = real(engine.reserve_size(size), *rest)
+            result = real(engine.reserve_size(n), *rest)
             if result[0] == self.ok and result[1]:
-                engine.allocated(name, int(result[1]), size, program_site())
+                engine.allocated(name, int(result[1]), n, program_site())
             return result
 
         return wrapper
@@ -71,7 +87,7 @@ class ApiWrappers:
         engine = self.engine
 
         def wrapper(width, height, *rest):
-            w, h = int(width), int(height)
+            w, h = size(width), size(height)
             if w * h == 0:
                 return real(width, height, *rest)
             extra_rows = -(-engine.padding // w) if engine.padding else 0
@@ -106,7 +122,7 @@ class ApiWrappers:
 
         def wrapper(bytesize, *rest):
             result = real(bytesize, *rest)
-            if result[0] == self.ok and int(bytesize) > 0:
+            if result[0] == self.ok and size(bytesize) > 0:
                 engine.mapped(name, int(result[1]), int(bytesize), program_site())
             return result
 
@@ -152,39 +168,85 @@ class ApiWrappers:
         return wrapper
 
 
-def backend_functions(module: Any, prefix: str, backend_api: Any) -> dict[str, Any]:
+def backend_functions(module: Any, prefix: str, backend_api: Any,
+                      unserved: Unserved) -> dict[str, Any]:
     """name -> the backend's function, for every function of the cuda.bindings
-    ``module`` whose name starts with ``prefix`` (one that says it is not
-    implemented where the backend lacks it)."""
+    ``module`` whose name starts with ``prefix`` (where the backend lacks it,
+    one that tells ``unserved`` and raises)."""
     out = {}
     for name in dir(module):
         value = getattr(module, name)
         if name.startswith(prefix) and callable(value) and not isinstance(value, type):
-            out[name] = getattr(backend_api, name, None) or unimplemented(name)
+            out[name] = getattr(backend_api, name, None) or unimplemented(name, unserved)
     return out
 
 
 def install(module: Any, real: dict[str, Any], wrappers: dict[str, Callable[..., Any]],
-            installed: dict[str, Any]) -> None:
+            installed: dict[str, Any],
+            watch: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None,
+            ) -> None:
     """Replace the functions of ``module`` in place, so every import style sees
     the replacements: each wrapped one by its wrapper, bound to the real
-    signature, every other one by the backend's function.  The functions
-    replaced go into ``installed``."""
+    signature, every other one by the backend's function; ``watch(name, fn)``,
+    when given, wraps each replacement once more.  The functions replaced go
+    into ``installed``."""
     for name, fn in real.items():
         original = getattr(module, name)
         if name in wrappers:
             fn = bound(original, wrappers[name])
         elif fn is original:
             continue
+        if watch is not None:
+            fn = watch(name, fn)
         installed.setdefault(name, original)
         setattr(module, name, fn)
 
 
-def unimplemented(name: str) -> Callable[..., Any]:
+def unimplemented(name: str, unserved: Unserved) -> Callable[..., Any]:
+    """A function the backend does not have: the call is reported, and the
+    program gets a ``NotImplementedError`` (a ``RuntimeError``, as the
+    examples' ``checkCudaErrors`` raises) rather than a result code: the
+    number of outputs the real function returns is not known here, and a
+    code a program ignores would let it go on with outputs it never got."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
+        unserved(name, _site(), NOT_IMPLEMENTED)
         raise NotImplementedError(
             f"{name} is not implemented by gpusafe's CPU device; run with a GPU "
             "(--device cuda) to use it")
 
     call.__name__ = name
+    call.unserved = True  # type: ignore[attr-defined]  # reports itself: nothing to watch
     return call
+
+
+def unsupported_watch(codes: frozenset[Any], reason: Callable[[], str],
+                      unserved: Unserved) -> Callable[[str, Callable[..., Any]], Callable[..., Any]]:
+    """``watch`` for :func:`install`: a call whose result code is one of
+    ``codes`` (the backend lacks the feature it asked for) is reported with
+    the backend's ``reason()``; the program gets the result unchanged."""
+
+    def watch(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if getattr(fn, "unserved", False):
+            return fn
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = fn(*args, **kwargs)
+            # by identity: the codes are enum members, and a result's first
+            # item need not be hashable
+            if type(result) is tuple and result and any(result[0] is c for c in codes):
+                unserved(name, _site(), reason())
+            return result
+
+        return call
+
+    return watch
+
+
+def _site() -> str | None:
+    """The program's call site as ``file:line`` (the report keeps one line
+    per unserved call and site)."""
+    site = program_site()  # gpusafe's own frames are passed over
+    return None if site is None else str(site)
+

@@ -236,7 +236,8 @@ class Engine:
         module, name = entry
         info, why = self.modules.checked_kernel(module, name)
         if info is None:
-            self.findings.report.record_unchecked(name, why)
+            self.findings.report.record_unchecked(
+                name, why, requested=self.modules.filtered_out(module, name))
             return perform(kernel_params, extra)
         try:
             end = max((offset + size for _, offset, size in info.params), default=0)

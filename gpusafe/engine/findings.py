@@ -108,6 +108,12 @@ class Findings:
         self.problems.append(message)
         self.changed()
 
+    def unimplemented(self, name: str, site: str | None, reason: str) -> None:
+        """The program called ``name`` at ``site`` and the backend could not
+        serve it: the run cannot pass, whatever the program does next."""
+        self.report.record_unimplemented(name, site, reason)
+        self.changed()  # the program may well die of it next
+
     def host_violation(self, v: HostViolation, kernel: str | None = None) -> None:
         self.report.add_host_violation(
             v.kind, location=_location(v.location), address=v.address,

@@ -117,3 +117,9 @@ class Modules:
         if name in info.sites.unchecked:
             return None, info.sites.unchecked[name]
         return None, f"excluded by --kernel-filter {self.kernel_filter!r}"
+
+    def filtered_out(self, info: ModuleInfo, name: str) -> bool:
+        """Whether ``name`` runs unchecked only because ``--kernel-filter``
+        left it out (the user's request, not gpusafe's failure)."""
+        sites = info.sites
+        return sites is not None and name not in sites.kernels and name not in sites.unchecked

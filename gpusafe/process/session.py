@@ -59,7 +59,7 @@ class Session:
         self.engine: Engine | None = None
         self._lock = threading.Lock()
         self._finished = False
-        self._flushed_state = (0, 0)
+        self._flushed_state = (0, 0, 0)
 
     @property
     def report(self) -> ReportBuilder:
@@ -74,7 +74,7 @@ class Session:
             o = self.options
             self.engine = Engine(backend, self.findings,
                                  Policy(o.padding, o.quarantine, o.leak_check, o.kernel_filter))
-        install_python_door(backend, self.engine)
+        install_python_door(backend, self.engine, self.findings)
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
@@ -84,7 +84,7 @@ class Session:
         if self.engine is not None:
             self.engine.forked()
         self._lock = threading.Lock()
-        self._flushed_state = (0, 0)
+        self._flushed_state = (0, 0, 0)
 
     def flush(self) -> None:
         """Write this process's findings so far where ``gpusafe run`` reads them."""
@@ -106,7 +106,8 @@ class Session:
         with many launches does not rewrite its report after each one."""
         if self._finished:
             return
-        state = (self.report.occurrences, len(self.findings.problems))
+        state = (self.report.occurrences, len(self.findings.problems),
+                 self.report.unimplemented_count)
         if state != self._flushed_state:
             self._flushed_state = state
             self.flush()

@@ -2,9 +2,10 @@
 
 In data-flow order:
 
-- :mod:`.model`: the facts (:class:`Violation`, :class:`AllocationInfo`, ...),
-  the :class:`ReportBuilder` that folds occurrences into deduplicated entries,
-  and the versioned JSON form (:meth:`Report.to_json` / :meth:`Report.from_json`).
+- :mod:`.model`: the facts (:class:`Violation`, :class:`AllocationInfo`, ...)
+  and the versioned JSON form (:meth:`Report.to_json` / :meth:`Report.from_json`);
+  :mod:`.builder`: the :class:`ReportBuilder` that folds occurrences into
+  deduplicated entries.
 - :mod:`.suppressions`: the suppressions file format, and leaving out the
   entries it matches before anything is rendered or an exit status decided.
 - :mod:`.describe`: the words for where an address lies and what was
@@ -25,19 +26,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .builder import ReportBuilder
 from .model import (
     DEFAULT_MAX_THREADS,
     SCHEMA_ID,
     AllocationInfo,
     CheckedKernel,
     Report,
-    ReportBuilder,
     ReportFormatError,
     SourceLocation,
     Summary,
     ThreadId,
     ToolInfo,
     UncheckedKernel,
+    UnimplementedCall,
     Violation,
 )
 from .stacks import Frame, Stack
@@ -60,5 +62,6 @@ __all__ = [
     "ThreadId",
     "ToolInfo",
     "UncheckedKernel",
+    "UnimplementedCall",
     "Violation",
 ]

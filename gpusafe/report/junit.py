@@ -4,7 +4,9 @@ One test case per checked kernel, failing with the violations found in it; a
 test case named ``host`` for the host-side checks (bad frees and copies,
 leaks), failing with those that name no kernel; and a skipped test case for
 each kernel that ran unchecked, giving the reason, so that an unchecked kernel
-never reads as a pass.
+never reads as a pass; and a test case in error for each call the device
+could not serve (named ``call NAME``, at its call site), so that a run that
+stopped short never reads as a pass either.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ def to_element(report: Report) -> ET.Element:
     if report.summary.suppressed is not None:
         ET.SubElement(props, "property", name="suppressed",
                       value=str(report.summary.suppressed))
+    for name, value in (("checked_launches", report.summary.launches),
+                        ("unchecked_launches", report.summary.unchecked_launches)):
+        ET.SubElement(props, "property", name=name, value=str(value))
 
-    failures = skipped = tests = 0
+    failures = skipped = tests = errors = 0
     for name in [*kernels, HOST_CASE]:
         case = ET.SubElement(suite, "testcase", name=name, classname=cls)
         tests += 1
@@ -77,13 +82,21 @@ def to_element(report: Report) -> ET.Element:
         ET.SubElement(case, "skipped", message=f"not checked: {k.reason}")
         tests += 1
         skipped += 1
+    for c in report.unimplemented_calls:
+        case = ET.SubElement(suite, "testcase", name=f"call {c.name}", classname=cls)
+        error = ET.SubElement(case, "error", type="unimplemented-call",
+                              message=f"{c.name} could not be served: {c.reason}")
+        error.text = f"called {c.count} time{'s' if c.count != 1 else ''} at " \
+                     f"{c.site or 'an unknown site'}\n"
+        tests += 1
+        errors += 1
 
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
-    suite.set("errors", "0")
+    suite.set("errors", str(errors))
     suite.set("skipped", str(skipped))
     root = ET.Element("testsuites", name="gpusafe", tests=str(tests), failures=str(failures),
-                      errors="0", skipped=str(skipped))
+                      errors=str(errors), skipped=str(skipped))
     root.append(suite)
     return root
 

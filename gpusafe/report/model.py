@@ -21,15 +21,14 @@ the tests hold the schema file and this reader to the same verdicts.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpusafe_instrument.kinds import AccessKind, ViolationKind
 
 from .. import __version__
-from ..exitcodes import EXIT_VIOLATIONS
+from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from . import jsonread
 from .canonical import canonical_json
 from .jsonread import ReportFormatError
@@ -178,10 +177,29 @@ class CheckedKernel:
 
 @dataclass(frozen=True)
 class UncheckedKernel:
-    """A kernel that ran without checks (cubin-only module, filtered out), and why."""
+    """A kernel that ran without checks (cubin-only module, filtered out), and why.
+
+    ``launches`` counts its unchecked launches (None: not counted, as for the
+    ``*`` of ``--no-check``); ``requested`` is true when the user asked for it
+    to run unchecked (``--no-check``, ``--kernel-filter``), which alone does
+    not fail a run."""
 
     name: str
     reason: str
+    launches: int | None = None
+    requested: bool = False
+
+
+@dataclass(frozen=True)
+class UnimplementedCall:
+    """A driver or runtime call the backend could not serve: a function it
+    does not implement, or a feature it lacks (why, in ``reason``), at the
+    program's call site ``site`` (``file:line``), ``count`` times."""
+
+    name: str
+    site: str | None
+    reason: str
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -207,6 +225,8 @@ class Summary:
     launches: int
     dropped: int
     suppressed: int | None = None
+    unchecked_launches: int = 0
+    unimplemented_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -222,17 +242,32 @@ class Report:
     checked_kernels: tuple[CheckedKernel, ...] | None = None
     unchecked_kernels: tuple[UncheckedKernel, ...] | None = None
     faults: tuple[DeviceFault, ...] = ()
+    unimplemented_calls: tuple[UnimplementedCall, ...] = ()
     schema: str = SCHEMA_ID
 
     @property
     def clean(self) -> bool:
         return not self.violations
 
-    def exit_status(self, error_exitcode: int = EXIT_VIOLATIONS) -> int:
-        """DESIGN.md "Exit status": the program's own status when nothing was
-        found, ``error_exitcode`` otherwise."""
+    @property
+    def incomplete(self) -> bool:
+        """The run could not be checked as asked: a call the backend does not
+        implement, or a kernel that ran unchecked without the user asking."""
+        return bool(self.unimplemented_calls) or any(
+            not k.requested for k in self.unchecked_kernels or ())
+
+    def exit_status(self, error_exitcode: int = EXIT_VIOLATIONS,
+                    allow_unchecked: bool = False) -> int:
+        """DESIGN.md "Exit status": ``error_exitcode`` when a violation was
+        found (a finding outranks an incomplete run: both fail a CI job, and
+        the violation is what to fix first); else 2 when the program hit a
+        call the backend does not implement, or a kernel ran unchecked that
+        the user did not ask to run so (unless ``allow_unchecked``); else
+        the program's own status."""
         if self.violations:
             return error_exitcode
+        if self.unimplemented_calls or (self.incomplete and not allow_unchecked):
+            return EXIT_TOOL_ERROR
         return self.exit_code if self.exit_code is not None else 0
 
     # -- JSON ---------------------------------------------------------------
@@ -251,6 +286,8 @@ class Report:
                 "kernels_checked": self.summary.kernels_checked,
                 "launches": self.summary.launches,
                 "dropped": self.summary.dropped,
+                "unchecked_launches": self.summary.unchecked_launches,
+                "unimplemented_calls": self.summary.unimplemented_calls,
             },
         }
         if self.summary.suppressed is not None:
@@ -260,9 +297,11 @@ class Report:
                 {"name": k.name, "launches": k.launches} for k in self.checked_kernels
             ]
         if self.unchecked_kernels is not None:
-            d["unchecked_kernels"] = [
-                {"name": k.name, "reason": k.reason} for k in self.unchecked_kernels
-            ]
+            d["unchecked_kernels"] = [_unchecked_to_dict(k) for k in self.unchecked_kernels]
+        if self.unimplemented_calls:
+            d["unimplemented_calls"] = [
+                {"name": c.name, "site": c.site, "reason": c.reason, "count": c.count}
+                for c in self.unimplemented_calls]
         if self.faults:
             d["faults"] = [{"kernel": f.kernel, "error": f.error, "detail": f.detail}
                            for f in self.faults]
@@ -287,6 +326,15 @@ class Report:
 
 def hex_address(value: int) -> str:
     return f"0x{value:x}"
+
+
+def _unchecked_to_dict(k: UncheckedKernel) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": k.name, "reason": k.reason}
+    if k.launches is not None:
+        d["launches"] = k.launches
+    if k.requested:
+        d["requested"] = True
+    return d
 
 
 def _violation_to_dict(v: Violation) -> dict[str, Any]:
@@ -344,244 +392,14 @@ def _allocation_dict(a: AllocationInfo) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# Folding occurrences into entries
-
-
-class ReportBuilder:
-    """Folds a session's violation occurrences into deduplicated entries.
-
-    The run machinery feeds it as things happen::
-
-        b = ReportBuilder(["python", "app.py"], device="cpu")
-        b.record_launch("oob_write")                       # each checked launch
-        b.add_device_violation(ViolationKind.GLOBAL_OUT_OF_BOUNDS, access="write",
-                               size=4, address=0x7f0000001040, kernel="oob_write",
-                               ptx_line=41, instruction="st.global.f32 [%rd8], %f2;",
-                               location=SourceLocation("oob.cu", 5, 5),
-                               block=(0, 0, 0), thread=(16, 0, 0), allocation=alloc)
-        b.add_host_violation(ViolationKind.DOUBLE_FREE,
-                             location=SourceLocation("app.py", 40),
-                             address=alloc.base, allocation=alloc)
-        report = b.build(exit_code=0)
-
-    Entries keep the facts of the first occurrence of their key (address,
-    allocation offset), a count of all of them, and the first
-    ``max_threads`` distinct offending threads.
-    """
-
-    def __init__(
-        self,
-        command: Sequence[str],
-        device: str,
-        *,
-        max_threads: int = DEFAULT_MAX_THREADS,
-        tool: ToolInfo | None = None,
-    ) -> None:
-        if max_threads < 1:
-            raise ValueError("max_threads must be at least 1")
-        self.command = tuple(command)
-        self.device = device
-        self.max_threads = max_threads
-        self.tool = tool or ToolInfo()
-        self._entries: dict[tuple, _Entry] = {}
-        self._launches: dict[str, int] = {}
-        self._unchecked: dict[str, str] = {}
-        self._faults: list[DeviceFault] = []
-        self._dropped = 0
-        self._suppressed: int | None = None
-        # Records are drained at synchronisation points, which a program may
-        # reach from several threads at once.
-        self._lock = threading.RLock()
-
-    # -- violations ----------------------------------------------------------
-
-    def add(self, violation: Violation) -> None:
-        """Fold one entry (``count`` occurrences, its ``threads``) into the report."""
-        if violation.count < 1:
-            raise ValueError("a violation entry counts at least one occurrence")
-        key = violation.dedup_key
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = _Entry(violation)
-            entry.count += violation.count
-            if violation.threads is not None:
-                for t in violation.threads:
-                    if len(entry.threads) >= self.max_threads:
-                        break
-                    if t not in entry.threads:
-                        entry.threads.append(t)
-
-    def add_device_violation(
-        self,
-        kind: ViolationKind | str,
-        *,
-        access: AccessKind | str | None,
-        size: int | None,
-        address: int,
-        kernel: str,
-        ptx_line: int | None,
-        instruction: str | None,
-        block: Sequence[int],
-        thread: Sequence[int],
-        location: SourceLocation | None = None,
-        allocation: AllocationInfo | None = None,
-        count: int = 1,
-        stack: Stack | None = None,
-        argument: int | None = None,
-        source: tuple[tuple[int, str], ...] | None = None,
-    ) -> None:
-        """One access a kernel attempted and the check refused (one drained
-        device record, mapped through the site table)."""
-        self.add(Violation(
-            kind=ViolationKind(kind),
-            access=None if access is None else AccessKind(access),
-            size=size,
-            address=address,
-            kernel=kernel,
-            location=location,
-            ptx_line=ptx_line,
-            instruction=instruction,
-            count=count,
-            threads=(ThreadId(_as_dim3(block), _as_dim3(thread)),),
-            allocation=allocation,
-            stack=stack,
-            argument=argument,
-            source=source,
-        ))
-
-    def add_host_violation(
-        self,
-        kind: ViolationKind | str,
-        *,
-        location: SourceLocation | None = None,
-        address: int | None = None,
-        size: int | None = None,
-        allocation: AllocationInfo | None = None,
-        kernel: str | None = None,
-        stack: Stack | None = None,
-    ) -> None:
-        """A violation found on the host: a bad free or copy (``location`` is
-        the program's call site), a freed pointer passed to a launch
-        (``kernel`` names the kernel), or a leak (``location`` is the
-        allocation site, taken from ``allocation.allocated_at`` when not given)."""
-        kind = ViolationKind(kind)
-        if location is None and kind is ViolationKind.LEAK and allocation is not None:
-            location = SourceLocation.parse(allocation.allocated_at)
-        self.add(Violation(
-            kind=kind,
-            size=size,
-            address=address,
-            kernel=kernel,
-            location=location,
-            allocation=allocation,
-            stack=stack,
-        ))
-
-    # -- launches --------------------------------------------------------------
-
-    def record_launch(self, kernel: str) -> None:
-        """A launch of a kernel that ran with checking on."""
-        with self._lock:
-            self._launches[kernel] = self._launches.get(kernel, 0) + 1
-
-    def record_unchecked(self, kernel: str, reason: str) -> None:
-        """A kernel that ran without checking (the first reason given is kept)."""
-        with self._lock:
-            self._unchecked.setdefault(kernel, reason)
-
-    def record_fault(self, kernel: str, error: str, detail: str) -> None:
-        """A launch that ended in a device fault."""
-        with self._lock:
-            self._faults.append(DeviceFault(kernel, error, detail))
-
-    def record_dropped(self, records: int) -> None:
-        """Device records lost because the violation buffer was full."""
-        with self._lock:
-            self._dropped += records
-
-    def merge(self, report: Report) -> None:
-        """Fold another report (a child process's) into this one."""
-        with self._lock:
-            for v in report.violations:
-                self.add(v)
-            for k in report.checked_kernels or ():
-                self._launches[k.name] = self._launches.get(k.name, 0) + k.launches
-            for u in report.unchecked_kernels or ():
-                self.record_unchecked(u.name, u.reason)
-            self._faults.extend(report.faults)
-            self._dropped += report.summary.dropped
-            if report.summary.suppressed is not None:
-                self._suppressed = (self._suppressed or 0) + report.summary.suppressed
-
-    # -- result ----------------------------------------------------------------
-
-    @property
-    def occurrences(self) -> int:
-        with self._lock:
-            return sum(e.count for e in self._entries.values())
-
-    def violations(self) -> tuple[Violation, ...]:
-        with self._lock:
-            return tuple(e.freeze() for e in self._entries.values())
-
-    def build(self, exit_code: int | None) -> Report:
-        """The report so far (the builder stays usable: build again later)."""
-        with self._lock:
-            violations = self.violations()
-            checked = tuple(CheckedKernel(n, c) for n, c in self._launches.items())
-            unchecked = tuple(UncheckedKernel(n, r) for n, r in self._unchecked.items())
-            faults = tuple(self._faults)
-            dropped = self._dropped
-            suppressed = self._suppressed
-        return Report(
-            command=self.command,
-            device=self.device,
-            exit_code=exit_code,
-            violations=violations,
-            summary=Summary(
-                violations=len(violations),
-                occurrences=sum(v.count for v in violations),
-                kernels_checked=len(checked),
-                launches=sum(k.launches for k in checked),
-                dropped=dropped,
-                suppressed=suppressed,
-            ),
-            tool=self.tool,
-            checked_kernels=checked,
-            unchecked_kernels=unchecked,
-            faults=faults,
-        )
-
-
-class _Entry:
-    __slots__ = ("first", "count", "threads")
-
-    def __init__(self, first: Violation) -> None:
-        self.first = first
-        self.count = 0
-        self.threads: list[ThreadId] = []
-
-    def freeze(self) -> Violation:
-        threads = tuple(self.threads) if self.first.threads is not None else None
-        return replace(self.first, count=self.count, threads=threads)
-
-
-def _as_dim3(v: Sequence[int]) -> Dim3:
-    t = tuple(int(x) for x in v)
-    if len(t) != 3:
-        raise ValueError(f"expected three coordinates (x, y, z), got {tuple(v)!r}")
-    return t  # type: ignore[return-value]
-
-
-# --------------------------------------------------------------------------
 # Reading a document back, with named errors
 
 
 def _read_report(doc: Any) -> Report:
     d = _object(doc, "", required=("schema", "tool", "command", "device", "exit_code",
                                    "violations", "summary"),
-                optional=("checked_kernels", "unchecked_kernels", "faults"))
+                optional=("checked_kernels", "unchecked_kernels", "faults",
+                          "unimplemented_calls"))
     schema = _string(d["schema"], "schema")
     if schema != SCHEMA_ID:
         raise ReportFormatError("schema", f"unsupported report schema {schema!r} "
@@ -589,7 +407,7 @@ def _read_report(doc: Any) -> Report:
     t = _object(d["tool"], "tool", required=("name", "version"))
     s = _object(d["summary"], "summary",
                 required=("violations", "occurrences", "kernels_checked", "launches", "dropped"),
-                optional=("suppressed",))
+                optional=("suppressed", "unchecked_launches", "unimplemented_calls"))
     return Report(
         schema=schema,
         tool=ToolInfo(_string(t["name"], "tool.name"), _string(t["version"], "tool.version")),
@@ -603,6 +421,7 @@ def _read_report(doc: Any) -> Report:
         checked_kernels=_optional_list(d, "checked_kernels", _read_checked),
         unchecked_kernels=_optional_list(d, "unchecked_kernels", _read_unchecked),
         faults=_optional_list(d, "faults", _read_fault) or (),
+        unimplemented_calls=_optional_list(d, "unimplemented_calls", _read_unimplemented) or (),
     )
 
 
@@ -706,9 +525,23 @@ def _read_checked(doc: Any, path: str) -> CheckedKernel:
 
 
 def _read_unchecked(doc: Any, path: str) -> UncheckedKernel:
-    d = _object(doc, path, required=("name", "reason"))
-    return UncheckedKernel(_string(d["name"], f"{path}.name"),
-                           _string(d["reason"], f"{path}.reason"))
+    d = _object(doc, path, required=("name", "reason"), optional=("launches", "requested"))
+    requested = d.get("requested", False)
+    if not isinstance(requested, bool):
+        raise ReportFormatError(f"{path}.requested", "expected a boolean")
+    launches = d.get("launches")
+    return UncheckedKernel(
+        _string(d["name"], f"{path}.name"), _string(d["reason"], f"{path}.reason"),
+        None if launches is None else _integer(launches, f"{path}.launches", minimum=0),
+        requested)
+
+
+def _read_unimplemented(doc: Any, path: str) -> UnimplementedCall:
+    d = _object(doc, path, required=("name", "site", "reason", "count"))
+    return UnimplementedCall(_string(d["name"], f"{path}.name"),
+                             _opt(d["site"], f"{path}.site", _string),
+                             _string(d["reason"], f"{path}.reason"),
+                             _integer(d["count"], f"{path}.count", minimum=1))
 
 
 def _read_fault(doc: Any, path: str) -> DeviceFault:

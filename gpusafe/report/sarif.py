@@ -5,7 +5,11 @@ level are the kind's facts, :mod:`gpusafe_instrument.kinds`). Each result is an
 ``error`` (its kind's level) at the source line (or, with no line info, a logical location naming
 the kernel), with the allocation site, and the free site where there is one,
 as related locations; the occurrence count, the first offending threads and
-the raw facts travel in the result's property bag.
+the raw facts travel in the result's property bag.  What the run could not
+check is a tool execution notification: an ``error`` at the call site for
+each call the device could not serve (the execution is then not successful),
+a ``warning`` for each kernel that ran unchecked and for a run that checked
+no launch.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def to_sarif(report: Report) -> dict[str, Any]:
     """The SARIF log object (a dict ready for ``json.dump``)."""
     results = [_result(v) for v in report.violations]
     invocation: dict[str, Any] = {
-        "executionSuccessful": True,
+        "executionSuccessful": not report.unimplemented_calls,
         "commandLine": shlex.join(report.command),
         "arguments": list(report.command),
         "properties": {"device": report.device},
@@ -48,6 +52,21 @@ def to_sarif(report: Report) -> dict[str, Any]:
         }
         for k in report.unchecked_kernels or ()
     ]
+    for c in report.unimplemented_calls:
+        note: dict[str, Any] = {
+            "level": "error",
+            "message": {"text": f"{c.name} could not be served by the {report.device} device "
+                                f"({c.reason}); called {c.count} time"
+                                f"{'s' if c.count != 1 else ''}"},
+            "properties": {"call": c.name, "count": c.count},
+        }
+        site = SourceLocation.parse(c.site)
+        if site is not None:
+            note["locations"] = [{"physicalLocation": _physical(site)}]
+        notifications.append(note)
+    if report.summary.launches == 0:
+        notifications.append({"level": "warning",
+                              "message": {"text": "no kernel launch was checked"}})
     if report.summary.dropped:
         notifications.append({
             "level": "warning",
@@ -77,6 +96,8 @@ def to_sarif(report: Report) -> dict[str, Any]:
                     "kernelsChecked": s.kernels_checked,
                     "launches": s.launches,
                     "dropped": s.dropped,
+                    "uncheckedLaunches": s.unchecked_launches,
+                    "unimplementedCalls": s.unimplemented_calls,
                     **({"suppressed": s.suppressed} if s.suppressed is not None else {}),
                 },
             },

@@ -46,7 +46,7 @@ from fnmatch import fnmatchcase
 from gpusafe_instrument.kinds import ViolationKind
 
 from .display import display_path
-from .model import Report, SourceLocation, Summary, Violation
+from .model import Report, SourceLocation, Violation
 
 KEYS = ("kind", "kernel", "file", "site")
 
@@ -118,14 +118,8 @@ def apply(report: Report, suppressions: Sequence[Suppression],
             kept.append(v)
     s = report.summary
     removed = len(report.violations) - len(kept)
-    summary = Summary(
-        violations=len(kept),
-        occurrences=sum(v.count for v in kept),
-        kernels_checked=s.kernels_checked,
-        launches=s.launches,
-        dropped=s.dropped,
-        suppressed=(s.suppressed or 0) + removed,
-    )
+    summary = replace(s, violations=len(kept), occurrences=sum(v.count for v in kept),
+                      suppressed=(s.suppressed or 0) + removed)
     unused = [sup for i, sup in enumerate(suppressions) if i not in used]
     return replace(report, violations=tuple(kept), summary=summary), unused
 

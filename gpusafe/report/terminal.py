@@ -305,10 +305,16 @@ class _Renderer:
         table.add_row("total", str(s.violations), str(s.occurrences), style="bold",
                       end_section=True)
         table.add_row("kernels checked", str(s.kernels_checked), "")
-        table.add_row("checked launches", str(s.launches), "")
+        table.add_row("checked launches", str(s.launches), "",
+                      style="yellow" if s.launches == 0 else "")
         unchecked = report.unchecked_kernels or ()
         if unchecked:
             table.add_row("kernels NOT checked", str(len(unchecked)), "", style="yellow")
+        if s.unchecked_launches:
+            table.add_row("unchecked launches", str(s.unchecked_launches), "", style="yellow")
+        if report.unimplemented_calls:
+            table.add_row("calls not implemented", str(s.unimplemented_calls), "",
+                          style="bold red")
         if report.faults:
             table.add_row("launches that faulted", str(len(report.faults)), "", style="yellow")
         if s.dropped:
@@ -316,9 +322,19 @@ class _Renderer:
         if s.suppressed is not None:
             table.add_row("suppressed", str(s.suppressed), "")
         self.out.print(table)
+        for c in report.unimplemented_calls:
+            times = f" ({c.count} calls)" if c.count != 1 else ""
+            self.line(Text(f"not implemented: {printable(c.name)} at "
+                           f"{printable(c.site or 'an unknown site')}{times}: "
+                           f"{printable(c.reason)}", style="bold red"))
         for k in unchecked:
-            self.line(Text(f"not checked: kernel {printable(k.name)}: {printable(k.reason)}",
-                           style="yellow"))
+            launches = f" ({k.launches} launch{'es' if k.launches != 1 else ''})" \
+                if k.launches else ""
+            self.line(Text(f"not checked: kernel {printable(k.name)}: "
+                           f"{printable(k.reason)}{launches}", style="yellow"))
+        if s.launches == 0:
+            self.line(Text("warning: no kernel launch was checked (0 checked launches); "
+                           "nothing a kernel of this run did was checked.", style="bold yellow"))
         for f in report.faults:
             detail = f": {printable(f.detail)}" if f.detail else ""
             self.line(Text(f"device fault: kernel {printable(f.kernel)} did not finish: "
@@ -335,5 +351,9 @@ class _Renderer:
                            f"{'s' if s.violations != 1 else ''} ({s.occurrences} occurrence"
                            f"{'s' if s.occurrences != 1 else ''}) found{also}.",
                            style="bold red"))
+        elif report.unimplemented_calls or unchecked or s.launches == 0:
+            self.line(Text(f"gpusafe: no violations found{also} in what was checked, but the "
+                           "run was not checked whole (see above): this is no clean pass.",
+                           style="bold yellow"))
         else:
             self.line(Text(f"gpusafe: no violations found{also}.", style="bold green"))

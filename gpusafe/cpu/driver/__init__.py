@@ -36,9 +36,13 @@ Decisions (see also :mod:`gpusafe.cpu.driver_profile` for the device profile):
   a call before ``cuInit`` is ``CUDA_ERROR_NOT_INITIALIZED``, a bad value or a
   device range outside its allocation is ``CUDA_ERROR_INVALID_VALUE``, PTX the
   parser rejects is ``CUDA_ERROR_INVALID_PTX``, a device fault is the
-  ``.result`` of the executor's ``DeviceError``. Arguments cuda-python itself
-  cannot convert raise the exception cuda-python raises (``TypeError``,
-  ``OverflowError``, ``RuntimeError``). :func:`last_error_detail` gives the
+  ``.result`` of the executor's ``DeviceError``. Arguments are converted as
+  cuda-python converts them (:mod:`gpusafe.cudaapi.args`; a float grid size
+  is truncated, an enum is read by its ``.value``), and what it cannot
+  convert raises the exception cuda-python raises, with its message
+  (``TypeError``, ``OverflowError``, ``ValueError``, ``AttributeError``,
+  ``BufferError``); ``tests/test_cpu_argument_conversion.py`` holds both to
+  the same answers. :func:`last_error_detail` gives the
   text behind the last failing call (the PTX parse error with its line, the
   faulting access, ...) for gpusafe's own reports.
 * **Sticky errors.** After a launch fails with an error the real driver treats

@@ -155,7 +155,7 @@ class ContextCalls(DriverBase):
 
     @api(1)
     def cuCtxGetLimit(self, limit: Any) -> int:
-        _args.require_enum(limit, CUlimit, "limit")
+        limit = _args.require_enum(limit, CUlimit, "limit")
         ctx = self._current(check=False)
         if limit.name not in ctx.limits:
             raise Fail(E.CUDA_ERROR_UNSUPPORTED_LIMIT, f"{limit.name} is not supported")
@@ -163,7 +163,7 @@ class ContextCalls(DriverBase):
 
     @api(0)
     def cuCtxSetLimit(self, limit: Any, value: Any) -> None:
-        _args.require_enum(limit, CUlimit, "limit")
+        limit = _args.require_enum(limit, CUlimit, "limit")
         v = _args.c_int(value, "size_t", "value")
         ctx = self._current()
         if limit.name not in ctx.limits:

@@ -29,12 +29,12 @@ class DeviceCalls(DriverBase):
 
     @api(1)
     def cuGetErrorName(self, error: Any) -> bytes:
-        _args.require_enum(error, CUresult, "error")
+        error = _args.require_enum(error, CUresult, "error")
         return error.name.encode()
 
     @api(1)
     def cuGetErrorString(self, error: Any) -> bytes:
-        _args.require_enum(error, CUresult, "error")
+        error = _args.require_enum(error, CUresult, "error")
         return _profile.ERROR_STRINGS.get(error.name, error.name).encode()
 
     @api(1)
@@ -63,7 +63,7 @@ class DeviceCalls(DriverBase):
 
     @api(1)
     def cuDeviceGetAttribute(self, attrib: Any, dev: Any) -> int:
-        _args.require_enum(attrib, CUdevice_attribute, "attrib")
+        attrib = _args.require_enum(attrib, CUdevice_attribute, "attrib")
         d = device_ordinal(dev)
         self._require_init()
         check_device(d)

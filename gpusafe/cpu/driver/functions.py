@@ -34,7 +34,7 @@ class FunctionCalls(DriverBase):
 
     @api(1)
     def cuFuncGetAttribute(self, attrib: Any, hfunc: Any) -> int:
-        _args.require_enum(attrib, CUfunction_attribute, "attrib")
+        attrib = _args.require_enum(attrib, CUfunction_attribute, "attrib")
         fn = self._function(hfunc)
         info = fn.info
         a = attrib.name[len("CU_FUNC_ATTRIBUTE_"):]
@@ -62,7 +62,7 @@ class FunctionCalls(DriverBase):
 
     @api(0)
     def cuFuncSetAttribute(self, hfunc: Any, attrib: Any, value: Any) -> None:
-        _args.require_enum(attrib, CUfunction_attribute, "attrib")
+        attrib = _args.require_enum(attrib, CUfunction_attribute, "attrib")
         v = _args.c_int(value, "int", "value")
         fn = self._function(hfunc)
         if attrib == CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
@@ -81,7 +81,7 @@ class FunctionCalls(DriverBase):
 
     @api(0)
     def cuFuncSetCacheConfig(self, hfunc: Any, config: Any) -> None:
-        _args.require_enum(config, CUfunc_cache, "config")
+        config = _args.require_enum(config, CUfunc_cache, "config")
         self._function(hfunc).cache_config = config
 
     @api(1)

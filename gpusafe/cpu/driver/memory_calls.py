@@ -103,7 +103,7 @@ class MemoryCalls(DriverBase):
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cannot allocate 0 bytes")
         try:
             raw = np.zeros(size + 4096, dtype=np.uint8)
-        except MemoryError as e:
+        except (MemoryError, ValueError) as e:  # ValueError: more than numpy can address
             raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, str(e), e) from None
         offset = (-raw.ctypes.data) % 4096  # page-aligned, as pinned memory is
         buf = raw[offset: offset + size]

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cuda.bindings import runtime as _real
-from cuda.bindings.driver import CUdevice, CUresult
-from cuda.bindings.runtime import cudaError_t
+from cuda.bindings.driver import CUdevice, CUevent, CUresult, CUstream
+from cuda.bindings.runtime import cudaError_t, cudaEvent_t, cudaStream_t
 
 from ...cudaapi import args as _args
 from ..bindings import api_functions, implements
@@ -50,11 +50,16 @@ def check(result: tuple[Any, ...]) -> Any:
     return result[1] if len(result) == 2 else result[1:]
 
 
-def handle(value: Any) -> int:
-    """A stream/event argument as cuda-python passes it: None, an int, a handle object."""
-    if value is None:
-        return 0
-    return int(value)
+def handle(value: Any, kind: type = cudaStream_t) -> int:
+    """A stream (or, with ``kind=cudaEvent_t``, an event) argument as
+    cuda-python converts it: None is 0, a handle object its value, anything
+    else through the handle type (so a str is the same TypeError)."""
+    if isinstance(value, _DRIVER_TWINS[kind]):
+        return int(value)  # the runtime takes the driver's handle objects too
+    return _args.handle_value(value, kind)
+
+
+_DRIVER_TWINS = {cudaStream_t: CUstream, cudaEvent_t: CUevent}
 
 
 def device_ordinal(device: Any) -> int:

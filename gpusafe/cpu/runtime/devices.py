@@ -65,12 +65,12 @@ class DeviceCalls(RuntimeBase):
 
     @api(1, records=False)
     def cudaGetErrorName(self, error: Any) -> bytes:
-        _args.require_enum(error, cudaError_t, "error")
+        error = _args.require_enum(error, cudaError_t, "error")
         return error.name.encode()
 
     @api(1, records=False)
     def cudaGetErrorString(self, error: Any) -> bytes:
-        _args.require_enum(error, cudaError_t, "error")
+        error = _args.require_enum(error, cudaError_t, "error")
         try:
             name = CUresult(int(error)).name
         except ValueError:
@@ -154,12 +154,12 @@ class DeviceCalls(RuntimeBase):
 
     @api(0)
     def cudaDeviceSetLimit(self, limit: Any, value: Any) -> None:
-        _args.require_enum(limit, cudaLimit, "limit")
+        limit = _args.require_enum(limit, cudaLimit, "limit")
         self._ensure_context()
         check(self.driver.cuCtxSetLimit(CUlimit(int(limit)), value))
 
     @api(1)
     def cudaDeviceGetLimit(self, limit: Any) -> int:
-        _args.require_enum(limit, cudaLimit, "limit")
+        limit = _args.require_enum(limit, cudaLimit, "limit")
         self._ensure_context()
         return int(check(self.driver.cuCtxGetLimit(CUlimit(int(limit)))))

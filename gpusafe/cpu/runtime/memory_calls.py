@@ -51,6 +51,8 @@ class MemoryCalls(RuntimeBase):
         pitch = -(-w // PITCH_ALIGNMENT) * PITCH_ALIGNMENT
         if pitch * h == 0:
             return 0, pitch
+        if pitch * h >= 2**64:  # more than any size_t: no device has it
+            raise Fail(cudaError_t.cudaErrorMemoryAllocation)
         return int(check(self.driver.cuMemAlloc(pitch * h))), pitch
 
     @api(1)
@@ -103,7 +105,7 @@ class MemoryCalls(RuntimeBase):
 
     def _memcpy(self, dst: Any, src: Any, count: Any, kind: Any, stream: Any) -> None:
         n = _args.c_int(count, "size_t", "count")
-        _args.require_enum(kind, cudaMemcpyKind, "kind")
+        kind = _args.require_enum(kind, cudaMemcpyKind, "kind")
         self._ensure_context()
         hs = handle(stream)
         drv = self.driver

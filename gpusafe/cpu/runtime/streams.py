@@ -53,24 +53,24 @@ class StreamCalls(RuntimeBase):
     @api(0)
     def cudaEventRecord(self, event: Any, stream: Any) -> None:
         self._ensure_context()
-        check(self.driver.cuEventRecord(handle(event), handle(stream)))
+        check(self.driver.cuEventRecord(handle(event, cudaEvent_t), handle(stream)))
 
     @api(0)
     def cudaEventSynchronize(self, event: Any) -> None:
         self._ensure_context()
-        check(self.driver.cuEventSynchronize(handle(event)))
+        check(self.driver.cuEventSynchronize(handle(event, cudaEvent_t)))
 
     @api(0)
     def cudaEventQuery(self, event: Any) -> None:
         self._ensure_context()
-        check(self.driver.cuEventQuery(handle(event)))
+        check(self.driver.cuEventQuery(handle(event, cudaEvent_t)))
 
     @api(1)
     def cudaEventElapsedTime(self, start: Any, end: Any) -> float:
         self._ensure_context()
-        return float(check(self.driver.cuEventElapsedTime(handle(start), handle(end))))
+        return float(check(self.driver.cuEventElapsedTime(handle(start, cudaEvent_t), handle(end, cudaEvent_t))))
 
     @api(0)
     def cudaEventDestroy(self, event: Any) -> None:
         self._ensure_context()
-        check(self.driver.cuEventDestroy(handle(event)))
+        check(self.driver.cuEventDestroy(handle(event, cudaEvent_t)))
