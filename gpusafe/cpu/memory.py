@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import IllegalAddress, InvalidAddress, OutOfMemory
+from .host_memory import PAGE, AddressTaken, Backing, page_round
 
 GLOBAL_BASE = 0x7F00_0000_0000
 """First address of the global arena."""
@@ -90,11 +91,19 @@ class _Segment:
     buffer: np.ndarray | None  # uint8, end - start bytes; None once dropped from quarantine
     allocation: ArenaAllocation | None = None  # None for an alignment filler
     position: int = -1  # the allocation's position in the index
+    backing: Backing | None = None  # host-visible bytes (pinned, managed, registered)
 
     def data(self) -> np.ndarray:
         if self.buffer is None:
             self.buffer = np.zeros(self.end - self.start, dtype=np.uint8)
         return self.buffer
+
+    def drop(self) -> None:
+        """Forget the bytes (the quarantine let them go)."""
+        self.buffer = None
+        if self.backing is not None:
+            self.backing.release()
+            self.backing = None
 
 
 class _Column:
@@ -211,8 +220,15 @@ class DeviceMemory:
         """One past the last byte of the arena."""
         return self._top
 
-    def alloc(self, size: int, align: int = SEGMENT_ALIGN, *, label: str = "") -> int:
-        """A new allocation of ``size`` bytes; returns its base address."""
+    def alloc(self, size: int, align: int = SEGMENT_ALIGN, *, label: str = "",
+              backing: Backing | None = None) -> int:
+        """A new allocation of ``size`` bytes; returns its base address.
+
+        With ``backing`` its bytes are host memory (:mod:`.host_memory`):
+        the allocation starts on a page and its red zone follows it as
+        arena bytes of no allocation."""
+        if backing is not None:
+            return self._alloc_backed(size, label, backing)
         if size < 0:
             raise ValueError(f"allocation size must not be negative, got {size}")
         if align <= 0 or align & (align - 1):
@@ -243,6 +259,59 @@ class DeviceMemory:
         self.used += size
         return base
 
+    _PLACEMENT_TRIES = 64
+
+    def _alloc_backed(self, size: int, label: str, backing: Backing) -> int:
+        if size <= 0:
+            raise ValueError(f"a host-visible allocation needs bytes, got {size}")
+        if self.used + size > self.capacity:
+            raise OutOfMemory(f"out of device memory: {size} bytes requested, "
+                              f"{self.capacity - self.used} of {self.capacity} left")
+        start = self._top
+        base = _align_up(start, PAGE)
+        for _ in range(self._PLACEMENT_TRIES):
+            try:
+                buffer = backing.place(base, size)
+                break
+            except AddressTaken as taken:  # the process maps something there: go past it
+                base = _align_up(taken.next_free, PAGE)
+        else:
+            raise OutOfMemory(f"no free address range for {size} bytes of host-visible memory "
+                              f"after {self._PLACEMENT_TRIES} tries")
+        if base > start:  # untouched unless a stray access reads it: no bytes until then
+            self._segments.append(_Segment(start, base, None))
+            self._index.add_segment(start, base)
+        allocation = ArenaAllocation(self._next_tag, base, size, True, label)
+        self._next_tag += 1
+        position = self._index.add_allocation(base, base + size)
+        segment = _Segment(base, base + size, buffer, allocation, position, backing)
+        self._segments.append(segment)
+        self._index.add_segment(base, base + size)
+        self._allocations.append(allocation)
+        self._seg_of[allocation.tag] = segment
+        end = base + page_round(size + self.red_zone)
+        if end > base + size:  # the red zone
+            self._segments.append(_Segment(base + size, end, None))
+            self._index.add_segment(base + size, end)
+        self._top = end
+        self.used += size
+        return base
+
+    def host_visible(self, address: int) -> bool:
+        """Whether ``address`` is in a live allocation whose bytes the host
+        reaches at that address (pinned or managed memory)."""
+        allocation = self.find(address)
+        if allocation is None or not allocation.live:
+            return False
+        backing = self._seg_of[allocation.tag].backing
+        return backing is not None and backing.owns_bytes
+
+    def close(self) -> None:
+        """Give back every host-visible allocation's pages (the device is gone)."""
+        for segment in self._segments:
+            if segment.backing is not None:
+                segment.drop()
+
     def free(self, address: int) -> ArenaAllocation:
         """Free the live allocation based at ``address``; its record stays (state freed)."""
         allocation = self.find(address)
@@ -252,12 +321,17 @@ class DeviceMemory:
         self.used -= allocation.size
         segment = self._seg_of[allocation.tag]
         self._index.mark_freed(segment.position)
+        if segment.backing is not None and not segment.backing.owns_bytes:
+            # the program's own bytes stay the program's: the quarantine keeps a copy
+            segment.buffer = segment.data().copy()
+            segment.backing.release()
+            segment.backing = None
         self._freed.append(segment)
         self._freed_bytes += segment.end - segment.start
         while self._freed_bytes > self.quarantine and self._freed:
             old = self._freed.popleft()
             self._freed_bytes -= old.end - old.start
-            old.buffer = None
+            old.drop()
         return allocation
 
     def _describe_bad_free(self, address: int, allocation: ArenaAllocation | None) -> str:

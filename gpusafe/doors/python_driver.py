@@ -176,12 +176,18 @@ class DriverDoor(ApiWrappers):
 
     def wrappers(self) -> dict[str, Callable[..., Any]]:
         makers: dict[str, Callable[[], Callable[..., Any]]] = {}
-        for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync"):
+        for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync",
+                     "cuMemAllocFromPoolAsync"):
             makers[name] = functools.partial(self.alloc_wrapper, name)
         makers["cuMemAllocPitch"] = functools.partial(self.pitch_wrapper, "cuMemAllocPitch")
         for name in ("cuMemAllocHost", "cuMemHostAlloc"):
             makers[name] = functools.partial(self.mapped_wrapper, name)
         makers["cuMemFreeHost"] = functools.partial(self.unmapped_wrapper, "cuMemFreeHost")
+        if "cuMemHostGetDevicePointer" in self.real:
+            makers["cuMemHostRegister"] = functools.partial(
+                self.register_wrapper, "cuMemHostRegister", "cuMemHostGetDevicePointer")
+            makers["cuMemHostUnregister"] = functools.partial(
+                self.unregister_wrapper, "cuMemHostUnregister", "cuMemHostGetDevicePointer")
         for name in ("cuMemFree", "cuMemFreeAsync"):
             makers[name] = functools.partial(self.free_wrapper, name)
         for name, (ranges, sync) in _COPIES.items():
@@ -227,6 +233,10 @@ _COPIES: dict[str, tuple[Ranges, bool]] = {
     "cuMemsetD8Async": (_dst(2, 1), False),
     "cuMemsetD16Async": (_dst(2, 2), False),
     "cuMemsetD32Async": (_dst(2, 4), False),
+    # managed memory: the range prefetched, advised or attached (length 0: all of it)
+    "cuMemPrefetchAsync": (lambda *a: [(int(a[0]), int(a[1]))], False),
+    "cuMemAdvise": (lambda *a: [(int(a[0]), int(a[1]))], False),
+    "cuStreamAttachMemAsync": (lambda *a: [(int(a[1]), int(a[2]))], False),
 }
 """Copies and memsets: the device ranges each touches, and whether it
 synchronises (a synchronous copy is a drain point)."""

@@ -103,16 +103,17 @@ from .contexts import ContextCalls
 from .copies import CopyCalls
 from .devices import DeviceCalls
 from .launches import LaunchCalls
-from .memory_calls import MemoryCalls
+from .memory_kinds import MemoryKindCalls
 from .modules import ModuleCalls
+from .pools import PoolCalls
 from .streams import StreamCalls
 
 # every non-function name of cuda.bindings.driver (types, enums, constants)
 reexport(_real, "cu", globals())
 
 
-class Driver(DeviceCalls, ContextCalls, MemoryCalls, CopyCalls, ModuleCalls, LaunchCalls,
-             StreamCalls):
+class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
+             LaunchCalls, StreamCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after
