@@ -8,8 +8,14 @@ import sys
 
 import numpy as np
 from cuda.bindings import runtime
-from cuda_helpers import (KernelHelper, checkCudaErrors, deviceAttribute, findCudaDevice,
-                          host_array, launch)
+from cuda_helpers import (
+    KernelHelper,
+    checkCudaErrors,
+    deviceAttribute,
+    findCudaDevice,
+    host_array,
+    launch,
+)
 
 saxpy = """\
 extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)

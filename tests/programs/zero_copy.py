@@ -9,8 +9,14 @@ import sys
 
 import numpy as np
 from cuda.bindings import runtime
-from cuda_helpers import (KernelHelper, checkCudaErrors, deviceAttribute, findCudaDevice,
-                          host_array, launch)
+from cuda_helpers import (
+    KernelHelper,
+    checkCudaErrors,
+    deviceAttribute,
+    findCudaDevice,
+    host_array,
+    launch,
+)
 
 vectorAdd = """\
 extern "C" __global__ void vectorAddGPU(const float *a, const float *b, float *c, int n)
