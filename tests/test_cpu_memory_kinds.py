@@ -146,7 +146,8 @@ def test_device_properties_are_the_attributes() -> None:
                            "cuStreamAttachMemAsync"]),
     ("MEMORY_POOLS_SUPPORTED", 1, ["cuMemAllocAsync", "cuMemPoolCreate",
                                    "cuMemAllocFromPoolAsync", "cuDeviceGetDefaultMemPool"]),
-    ("VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED", 0, ["cuMemCreate", "cuMemMap"]),
+    ("VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED", 1, ["cuMemCreate", "cuMemMap", "cuMemSetAccess",
+                                                 "cuMemAddressReserve"]),
     ("COOPERATIVE_LAUNCH", 0, ["cuLaunchCooperativeKernel"]),
 ])
 def test_a_feature_attribute_says_yes_exactly_when_its_calls_exist(
@@ -385,3 +386,97 @@ def test_runtime_pools_are_the_drivers(dev) -> None:
     assert rt.cudaMemPoolDestroy(pool) == (E.cudaSuccess,)
     err, default = rt.cudaDeviceGetDefaultMemPool(0)
     assert err == E.cudaSuccess and rt.cudaMemPoolDestroy(default) == (E.cudaErrorInvalidValue,)
+
+
+# -- virtual memory management -------------------------------------------------------
+
+
+def vmm_prop():
+    prop = real_driver.CUmemAllocationProp()
+    prop.type = real_driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = real_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = 0
+    return prop
+
+
+def read_write():
+    desc = real_driver.CUmemAccessDesc()
+    desc.location.type = real_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    desc.location.id = 0
+    desc.flags = real_driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    return desc
+
+
+def test_each_vmm_mapping_is_an_allocation_of_its_own(dev) -> None:
+    drv = dev.drv
+    G = real_driver.CUmemAllocationGranularity_flags
+    gran = dev.ok(drv.cuMemGetAllocationGranularity(vmm_prop(), G.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+    first = dev.ok(drv.cuMemCreate(gran, vmm_prop(), 0))
+    second = dev.ok(drv.cuMemCreate(gran, vmm_prop(), 0))
+    va = int(dev.ok(drv.cuMemAddressReserve(4 * gran, 0, 0, 0)))
+    dev.ok(drv.cuMemMap(va, gran, 0, first, 0))
+    dev.ok(drv.cuMemMap(va + gran, gran, 0, second, 0))
+    dev.ok(drv.cuMemRelease(first))  # the mapping keeps the memory
+    dev.ok(drv.cuMemRelease(second))
+    # no access yet: a copy there fails, a kernel faults
+    dev.fails(drv.cuMemcpyHtoD(va, np.ones(4, np.int32), 16), R.CUDA_ERROR_INVALID_VALUE)
+    dev.ok(drv.cuMemSetAccess(va, 2 * gran, [read_write()], 1))
+    n = 2 * gran // 4
+    # each mapping is an allocation: a copy or set stays inside one
+    dev.fails(drv.cuMemsetD32(va, 5, n), R.CUDA_ERROR_INVALID_VALUE)
+    dev.ok(drv.cuMemsetD32(va, 5, n // 2))
+    dev.ok(drv.cuMemsetD32(va + gran, 5, n // 2))
+    dev.ok(drv.cuLaunchKernel(dev.add_one, n // 256, 1, 1, 256, 1, 1, 0, 0,
+                              ((va, n), (ctypes.c_void_p, ctypes.c_int)), 0))
+    out = np.zeros(n, np.int32)
+    dev.ok(drv.cuMemcpyDtoH(out[: n // 2], va, gran))
+    dev.ok(drv.cuMemcpyDtoH(out[n // 2:], va + gran, gran))
+    assert (out == 6).all() and dev.kinds() == []
+    # below the first mapping is no allocation
+    dev.launch(dev.touch, (va, ctypes.c_void_p), (-1, ctypes.c_int))
+    assert dev.kinds() == [ViolationKind.GLOBAL_OUT_OF_BOUNDS]
+    dev.ok(drv.cuMemUnmap(va, 2 * gran))
+    dev.launch(dev.touch, (va, ctypes.c_void_p), (0, ctypes.c_int))
+    assert dev.kinds()[1:] == [ViolationKind.USE_AFTER_FREE]
+    dev.fails(drv.cuMemAddressFree(va, gran), R.CUDA_ERROR_INVALID_VALUE)
+    dev.ok(drv.cuMemAddressFree(va, 4 * gran))
+
+
+def test_an_unmapped_reserved_address_faults_like_a_gpu(ptx) -> None:
+    device = Device(ptx)
+    drv = device.drv
+    drv.set_launch_observers([])
+    va = int(device.ok(drv.cuMemAddressReserve(2 << 20, 0, 0, 0)))
+    err = drv.cuLaunchKernel(device.touch, 1, 1, 1, 1, 1, 1, 0, 0,
+                             ((va, 0), (ctypes.c_void_p, ctypes.c_int)), 0)[0]
+    assert err == R.CUDA_ERROR_ILLEGAL_ADDRESS
+    drv.reset()
+
+
+def test_what_vmm_cannot_do_is_named(dev) -> None:
+    drv = dev.drv
+    gran = 2 << 20
+    prop = vmm_prop()
+    prop.location.type = real_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
+    assert "HOST_VIRTUAL_MEMORY" in dev.fails(drv.cuMemCreate(gran, prop, 0),
+                                              R.CUDA_ERROR_NOT_SUPPORTED)
+    prop = vmm_prop()
+    prop.requestedHandleTypes = \
+        real_driver.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    dev.fails(drv.cuMemCreate(gran, prop, 0), R.CUDA_ERROR_NOT_SUPPORTED)
+    dev.fails(drv.cuMemCreate(gran + 1, vmm_prop(), 0), R.CUDA_ERROR_INVALID_VALUE)
+    handle = dev.ok(drv.cuMemCreate(gran, vmm_prop(), 0))
+    va = int(dev.ok(drv.cuMemAddressReserve(gran, 0, 0, 0)))
+    dev.ok(drv.cuMemMap(va, gran, 0, handle, 0))
+    dev.fails(drv.cuMemMap(va, gran, 0, handle, 0), R.CUDA_ERROR_INVALID_VALUE)
+    desc = read_write()
+    desc.flags = real_driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ
+    assert "read-only" in dev.fails(drv.cuMemSetAccess(va, gran, [desc], 1),
+                                    R.CUDA_ERROR_NOT_SUPPORTED)
+    loc = real_driver.CUmemLocation()
+    loc.type = real_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    assert dev.ok(drv.cuMemGetAccess(loc, va)) == 0
+    dev.ok(drv.cuMemSetAccess(va, gran, [read_write()], 1))
+    assert dev.ok(drv.cuMemGetAccess(loc, va)) == 3
+    assert int(dev.ok(drv.cuMemRetainAllocationHandle(va))) == int(handle)
+    dev.fails(drv.cuMemFree(va), R.CUDA_ERROR_INVALID_VALUE)

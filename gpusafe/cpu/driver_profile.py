@@ -19,8 +19,8 @@ The CPU device presents itself as **one compute capability 9.0 (sm_90) device**:
   grid-stride launch by the SM count keep a CPU-sized grid.
 * Every ``CUdevice_attribute`` member has its value here.  Memory kinds the
   CPU device provides say so: unified addressing, mapped (zero-copy) and
-  registered host memory, managed memory, memory pools.  Features it does not
-  provide report 0: virtual memory management, cooperative and cluster
+  registered host memory, managed memory, memory pools, virtual memory
+  management.  Features it does not provide report 0: cooperative and cluster
   launches, concurrent kernels and copy engines (execution is synchronous),
   textures/surfaces (every size limit 0), IPC, TMA, stream priorities.
 """
@@ -137,7 +137,7 @@ DEVICE_ATTRIBUTES: dict[str, int] = {
     "ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED": 0,
     "MEMORY_POOLS_SUPPORTED": 1,  # cuMemAllocAsync, cuMemPool*, cudaMallocFromPoolAsync
     "MEMPOOL_SUPPORTED_HANDLE_TYPES": 0,  # no IPC handles
-    "VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED": 0,  # cuMemCreate/cuMemMap are not implemented
+    "VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED": 1,  # cuMemCreate, cuMemMap, ...: vmm.py
     "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED": 0,
     "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED": 0,
     "HANDLE_TYPE_WIN32_HANDLE_SUPPORTED": 0,

@@ -28,6 +28,7 @@ space, fixed here so that every module agrees on them (docs/cpu-device.md).
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass
 
@@ -92,11 +93,16 @@ class _Segment:
     allocation: ArenaAllocation | None = None  # None for an alignment filler
     position: int = -1  # the allocation's position in the index
     backing: Backing | None = None  # host-visible bytes (pinned, managed, registered)
+    hole: bool = False  # reserved addresses (cuMemAddressReserve), mapped or not
 
     def data(self) -> np.ndarray:
         if self.buffer is None:
             self.buffer = np.zeros(self.end - self.start, dtype=np.uint8)
         return self.buffer
+
+    def unmapped(self) -> bool:
+        """Reserved addresses with nothing mapped there now: an access faults."""
+        return self.allocation is None or not self.allocation.live
 
     def drop(self) -> None:
         """Forget the bytes (the quarantine let them go)."""
@@ -297,6 +303,85 @@ class DeviceMemory:
         self.used += size
         return base
 
+    # -- virtual memory management (cuMemAddressReserve, cuMemMap, cuMemUnmap) --
+
+    def reserve(self, size: int, align: int) -> int:
+        """A range of ``size`` addresses of no allocation, for mappings made
+        later (:meth:`map_range`); never handed out again."""
+        if size <= 0 or align <= 0 or align & (align - 1):
+            raise ValueError(f"a reservation needs a size and a power-of-two alignment, "
+                             f"got {size}, {align}")
+        base = _align_up(self._top, max(align, SEGMENT_ALIGN))
+        if base > self._top:
+            self._segments.append(_Segment(self._top, base, None))
+            self._index.add_segment(self._top, base)
+        self._segments.append(_Segment(base, base + size, None, hole=True))
+        self._index.add_segment(base, base + size)
+        self._top = base + size
+        return base
+
+    def map_range(self, address: int, buffer: np.ndarray, label: str = "") -> ArenaAllocation:
+        """Make ``[address, +len(buffer))`` of a reservation an allocation
+        whose bytes are ``buffer`` (a view of a physical allocation).  The
+        range is a part of the reservation never mapped, or exactly a range
+        mapped and unmapped before (whose freed record it replaces)."""
+        size = len(buffer)
+        i = int(np.searchsorted(self._index.seg_starts, address, side="right")) - 1
+        seg = self._segments[i] if i >= 0 else None
+        if seg is None or not seg.hole or address + size > seg.end \
+                or (seg.allocation is not None and seg.allocation.live):
+            raise InvalidAddress(f"{address:#x}+{size} is not inside one unmapped reserved range")
+        old = seg.allocation
+        if old is not None and (seg.start, seg.end) != (address, address + size):
+            raise InvalidAddress(f"{address:#x}+{size} overlaps part of a range mapped before "
+                                 f"({old!r}): remap exactly that range")
+        allocation = ArenaAllocation(self._next_tag, address, size, True, label)
+        self._next_tag += 1
+        mapped = _Segment(address, address + size, buffer, allocation, hole=True)
+        if old is not None:
+            self._allocations[self._allocations.index(old)] = allocation
+            del self._seg_of[old.tag]
+            pieces = [mapped]
+        else:
+            pieces = [p for p in (_Segment(seg.start, address, None, hole=True), mapped,
+                                  _Segment(address + size, seg.end, None, hole=True))
+                      if p.end > p.start]
+            at = bisect.bisect_left(self._allocations, address, key=lambda a: a.base)
+            self._allocations.insert(at, allocation)
+        self._segments[i:i + 1] = pieces
+        self._seg_of[allocation.tag] = mapped
+        self.used += size
+        self._reindex()
+        return allocation
+
+    def unmap_range(self, address: int, size: int) -> ArenaAllocation:
+        """Undo :meth:`map_range`: the record stays, freed, and the range is a
+        hole of its reservation again (reads there see zeros)."""
+        allocation = self.find(address)
+        if allocation is None or not allocation.live or allocation.base != address \
+                or allocation.size != size:
+            raise InvalidAddress(f"{address:#x}+{size} is not a mapped range")
+        segment = self._seg_of[allocation.tag]
+        if not segment.hole:
+            raise InvalidAddress(f"{address:#x} is not a mapping of reserved addresses")
+        allocation.live = False
+        self.used -= size
+        self._index.mark_freed(segment.position)
+        segment.buffer = None
+        return allocation
+
+    def _reindex(self) -> None:
+        """Rebuild the index after a mapping split a reservation (rare: VMM)."""
+        ix = _Index()
+        for seg in self._segments:
+            ix.add_segment(seg.start, seg.end)
+        for position, allocation in enumerate(self._allocations):
+            ix.add_allocation(allocation.base, allocation.end)
+            if not allocation.live:
+                ix.mark_freed(position)
+            self._seg_of[allocation.tag].position = position
+        self._index = ix
+
     def host_visible(self, address: int) -> bool:
         """Whether ``address`` is in a live allocation whose bytes the host
         reaches at that address (pinned or managed memory)."""
@@ -317,6 +402,8 @@ class DeviceMemory:
         allocation = self.find(address)
         if allocation is None or allocation.base != address or not allocation.live:
             raise InvalidAddress(self._describe_bad_free(address, allocation))
+        if self._seg_of[allocation.tag].hole:
+            raise InvalidAddress(f"{address:#x} is a mapping of reserved addresses: unmap it")
         allocation.live = False
         self.used -= allocation.size
         segment = self._seg_of[allocation.tag]
@@ -448,6 +535,8 @@ class DeviceMemory:
         first = int(np.searchsorted(ix.seg_starts, lo, side="right")) - 1
         if hi + width <= int(ix.seg_ends[first]):
             seg = self._segments[first]
+            if seg.hole and seg.unmapped():
+                raise IllegalAddress(lo)
             return [(seg.data(), (addresses - np.uint64(seg.start)).view(np.int64), None)]
         which = np.searchsorted(ix.seg_starts, addresses, side="right") - 1
         crossing = addresses + np.uint64(width) > ix.seg_ends[which]
@@ -459,6 +548,8 @@ class DeviceMemory:
         out = []
         for lanes in np.split(order, cuts):
             seg = self._segments[int(which[lanes[0]])]
+            if seg.hole and seg.unmapped():
+                raise IllegalAddress(int(addresses[lanes[0]]))
             offsets = (addresses[lanes] - np.uint64(seg.start)).view(np.int64)
             out.append((seg.data(), offsets, lanes))
         return out

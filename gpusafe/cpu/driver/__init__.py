@@ -87,7 +87,9 @@ Modules by job: :mod:`.state` (the device's state and shared checks),
 device attributes), :mod:`.contexts`, :mod:`.memory_calls` (allocations),
 :mod:`.copies` (copies and sets), :mod:`.modules`, :mod:`.functions`
 (function attributes, occupancy), :mod:`.launches`, :mod:`.streams` (streams
-and events).
+and events), :mod:`.memory_kinds` (managed and registered host memory),
+:mod:`.pools` (stream-ordered allocation, memory pools), :mod:`.vmm`
+(virtual memory management).
 """
 
 from __future__ import annotations
@@ -107,13 +109,14 @@ from .memory_kinds import MemoryKindCalls
 from .modules import ModuleCalls
 from .pools import PoolCalls
 from .streams import StreamCalls
+from .vmm import VmmCalls
 
 # every non-function name of cuda.bindings.driver (types, enums, constants)
 reexport(_real, "cu", globals())
 
 
 class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
-             LaunchCalls, StreamCalls):
+             LaunchCalls, StreamCalls, VmmCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after

@@ -191,6 +191,8 @@ class DriverBase:
         self._default_pool: MemPool | None = None
         self._current_pool: MemPool | None = None
         self._pool_of: dict[int, MemPool] = {}  # base of a pool block -> its pool
+        self._reservations: dict[int, int] = {}  # cuMemAddressReserve: base -> size
+        self._mappings: dict[int, Any] = {}  # cuMemMap: base -> vmm.Mapping
         self._observers: tuple[Observer, ...] = ()
         self._stdout: TextIO | None = None
         self._last_launch: LaunchResult | None = None
