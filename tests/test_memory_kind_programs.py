@@ -1,6 +1,7 @@
 """Programs written the way cuda-python's examples are (``tests/programs/``),
 one per family of issue 10 items 2-3 (device attributes, zero-copy,
-managed memory, stream-ordered allocation and pools), run unchanged under
+managed memory, stream-ordered allocation and pools, virtual memory
+management), run unchanged under
 ``gpusafe run --device cpu``: each passes its own result check with its
 kernels checked, and a copy mutated to overflow a buffer of that memory
 kind is reported at the kernel line of the mutation, naming the allocation's
@@ -19,7 +20,8 @@ from test_run_cli import gpusafe_run, line_of
 pytestmark = pytest.mark.slow
 
 PROGRAMS = Path(__file__).parent / "programs"
-FAMILIES = ["device_attributes", "zero_copy", "managed_memory", "stream_ordered"]
+FAMILIES = ["device_attributes", "zero_copy", "managed_memory", "stream_ordered",
+            "vector_add_mmap"]
 
 
 def install(tmp_path: Path, name: str, replace: list[tuple[str, str]] = ()) -> Path:
@@ -65,6 +67,8 @@ MUTATIONS = [
              "read", "x_ptr = checkCudaErrors(runtime.cudaMallocManaged("),
     Mutation("stream_ordered", "c[idx] = a[idx] + b[idx];", "c[idx] = a[idx] + b[idx + 1];",
              "read", "d_a, d_b, d_c = alloc(a.nbytes)", entries=2),  # default and own pool
+    Mutation("vector_add_mmap", "C[i] = A[i] + B[i];", "C[i] = A[i - 1] + B[i];",
+             "read", "checkCudaErrors(driver.cuMemMap(dptr, size, 0, handle, 0))"),
 ]
 
 
@@ -122,3 +126,24 @@ def test_managed_memory_never_freed_is_a_leak(tmp_path: Path) -> None:
     where = f"{app.name}:{line_of(app, 'y_ptr = checkCudaErrors(runtime.cudaMallocManaged(')}"
     assert [v["allocation"]["allocated_at"] for v in leaks] == [where]
     assert leaks[0]["allocation"]["size"] == 3000 * 4
+
+
+def test_vmm_mappings_never_unmapped_are_leaks_and_used_after_unmap_are_caught(
+        tmp_path: Path) -> None:
+    app = install(tmp_path, "vector_add_mmap", [
+        ("    for dptr, size in ((d_A, size_A), (d_B, size_B), (d_C, size_C)):\n"
+         "        simpleFreeMmap(dptr, size)\n",
+         "    simpleFreeMmap(d_A, size_A)\n"
+         "    checkCudaErrors(driver.cuLaunchKernel(\n"
+         "        kernel, grid, 1, 1, block, 1, 1, 0, 0,\n"
+         "        ((d_A, d_B, d_C, n), (None, None, None, ctypes.c_int)), 0))\n"),
+    ])
+    rc, doc, out = gpusafe_run(tmp_path, "--leak-check", "python", app.name)
+    assert rc == 86, out
+    mapped_at = f"{app.name}:{line_of(app, 'checkCudaErrors(driver.cuMemMap(')}"
+    leaks = [v for v in doc["violations"] if v["kind"] == "leak"]
+    assert [v["allocation"]["allocated_at"] for v in leaks] == [mapped_at] * 2
+    unmapped_at = f"{app.name}:{line_of(app, 'checkCudaErrors(driver.cuMemUnmap(')}"
+    uaf = [v for v in doc["violations"] if v["kind"] == "use-after-free"]
+    assert uaf and all(v["allocation"]["freed_at"] == unmapped_at for v in uaf)
+    assert "read" in {v["access"] for v in uaf}

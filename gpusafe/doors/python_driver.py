@@ -140,6 +140,38 @@ class DriverDoor(ApiWrappers):
 
         return wrapper
 
+    # -- virtual memory management -----------------------------------------------
+
+    def map_wrapper(self) -> Callable[..., Any]:
+        """``cuMemMap(ptr, size, offset, handle, flags)``: each mapping is an
+        allocation of its own, freed by ``cuMemUnmap``."""
+        real = self.real["cuMemMap"]
+        engine = self.engine
+
+        def wrapper(ptr, size, *rest):
+            result = real(ptr, size, *rest)
+            if result[0] == self.ok:
+                engine.allocated("cuMemMap", int(ptr), int(size), program_site())
+            return result
+
+        return wrapper
+
+    def unmap_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuMemUnmap"]
+        free = self.real["cuMemFree"]
+        engine = self.engine
+
+        def wrapper(ptr, size):
+            engine.drain()
+            result = real(ptr, size)
+            if result[0] == self.ok:
+                for base in engine.range_unmapped("cuMemUnmap", int(ptr), int(size),
+                                                  program_site()):
+                    free(base)
+            return result
+
+        return wrapper
+
     # -- contexts --------------------------------------------------------------
 
     def ctx_destroy_wrapper(self) -> Callable[..., Any]:
@@ -206,6 +238,8 @@ class DriverDoor(ApiWrappers):
             "cuLaunchKernelEx": self.launch_ex_wrapper,
             "cuCtxDestroy": self.ctx_destroy_wrapper,
             "cuMemGetAddressRange": self.address_range_wrapper,
+            "cuMemMap": self.map_wrapper,
+            "cuMemUnmap": self.unmap_wrapper,
         })
         for name in ("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"):
             makers[name] = functools.partial(self.primary_ctx_wrapper, name)

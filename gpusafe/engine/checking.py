@@ -105,6 +105,19 @@ class Engine:
             self.findings.host_violation(verdict.violation)
         return verdict
 
+    def range_unmapped(self, api: str, address: int, size: int,
+                       site: str | None) -> list[int]:
+        """``cuMemUnmap`` took back every mapping in ``[address, +size)``: each
+        is freed (a later access through it is a use after free).  Returns the
+        bases the quarantine now lets the driver really free."""
+        release: list[int] = []
+        with self._lock:
+            mapped = [a.base for a in self.registry.table()
+                      if address <= a.base < address + size and a.state is State.LIVE]
+            for base in mapped:
+                release += self.registry.free(base, api, site).release
+        return [b for b in release if b not in mapped]
+
     def ranges_ok(self, api: str, ranges: list[tuple[int | None, int]],
                   site: Callable[[], str | None]) -> bool:
         """Whether every device range a copy or memset touches lies inside one
