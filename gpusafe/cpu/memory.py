@@ -21,6 +21,13 @@ Freed allocations keep their record forever and their bytes for a while (a
 quarantine of ``quarantine`` bytes); after that their buffer is dropped and
 reads there see zeros.
 
+Two kinds of allocation have other bytes: a host-visible one (pinned,
+managed, registered memory) is backed by process memory
+(:mod:`.host_memory`), and a mapping of reserved addresses (virtual memory
+management: :meth:`DeviceMemory.reserve`, :meth:`~DeviceMemory.map_range`)
+is a view of a physical allocation; reserved addresses with nothing mapped
+fault when accessed, and only such a range is ever mapped twice.
+
 Shared and local memory are not here: they live in the executor, per block
 and per thread.  Their *generic* addresses are windows of the 64-bit address
 space, fixed here so that every module agrees on them (docs/cpu-device.md).
