@@ -69,6 +69,14 @@ Decisions (see also :mod:`gpusafe.cpu.driver_profile` for the device profile):
   or an ``int`` address of a NUL-terminated string (``str`` is a TypeError, as
   in cuda-python). An ELF cubin or a fatbin cannot run on the CPU device:
   ``CUDA_ERROR_NOT_SUPPORTED``, with the reason in :func:`last_error_detail`.
+* **Memory kinds.** Pinned memory (every ``cuMemHostAlloc``, as under
+  unified addressing) and managed memory are host pages at their arena
+  address: host code and kernels use one pointer.  Registered memory gets a
+  device pointer of its own onto the program's bytes.  Pools and virtual
+  memory management work on device memory of device 0 (see
+  :mod:`.memory_kinds`, :mod:`.pools`, :mod:`.vmm`); what cannot exist on
+  the CPU device (read-only mappings, IPC handles, host pools) is
+  ``CUDA_ERROR_NOT_SUPPORTED`` naming it, and its attribute says 0.
 * **One device per driver**, ordinal 0, with one device memory shared by all
   its contexts (unified addressing). Allocations, modules, streams and events
   belong to the context that made them and go away with it.
