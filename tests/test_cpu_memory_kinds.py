@@ -114,8 +114,13 @@ def test_every_runtime_attribute_is_the_driver_attribute_of_its_value() -> None:
         assert value == drv.cuDeviceGetAttribute(A(int(attr)), 0)[1], attr
     assert rt.cudaDeviceGetAttribute(RA.cudaDevAttrWarpSize, 1)[0] == \
         real_runtime.cudaError_t.cudaErrorInvalidDevice
-    with pytest.raises(TypeError):
+    # as cuda-bindings: any enum member by its value (NVIDIA's examples pass the
+    # driver's), an int has no .value, None is refused
+    assert rt.cudaDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0)[1] == 1
+    with pytest.raises(AttributeError):
         rt.cudaDeviceGetAttribute(10, 0)
+    with pytest.raises(TypeError):
+        rt.cudaDeviceGetAttribute(None, 0)
 
 
 def test_device_properties_are_the_attributes() -> None:

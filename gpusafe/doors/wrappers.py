@@ -15,6 +15,7 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
+from ..cudaapi.args import host_pointer
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
 from .binding import bound
@@ -118,8 +119,8 @@ class ApiWrappers:
 
         def wrapper(p, *rest):
             result = real(p, *rest)
-            if result[0] == self.ok:
-                engine.unmapped([int(p)])
+            if result[0] == self.ok:  # p: an int address or a host buffer object
+                engine.unmapped([host_pointer(p).address])
             return result
 
         return wrapper

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cuda.bindings.driver import CUdevice, CUdevice_attribute, CUlimit, CUresult
-from cuda.bindings.runtime import cudaDeviceAttr, cudaDeviceProp, cudaError_t, cudaLimit
+from cuda.bindings.runtime import cudaDeviceProp, cudaError_t, cudaLimit
 
 from ...cudaapi import args as _args
 from .. import driver_profile as _profile
@@ -215,12 +215,16 @@ class DeviceCalls(RuntimeBase):
 
     @api(1)
     def cudaDeviceGetAttribute(self, attr: Any, device: Any) -> int:
-        """The driver's attribute of the same value (the runtime's enum mirrors it)."""
-        _args.require_enum(attr, cudaDeviceAttr, "attr")
+        """The driver's attribute of the same value (the runtime's enum mirrors it).
+        As in cuda-bindings, ``attr`` is anything with the enum's ``.value``:
+        NVIDIA's examples pass a driver ``CUdevice_attribute`` here."""
+        if attr is None:
+            raise TypeError("Argument 'attr' must not be None")
+        value = int(attr.value)
         d = device_ordinal(device)
         self._init()
         try:
-            attribute = CUdevice_attribute(int(attr))
+            attribute = CUdevice_attribute(value)
         except ValueError:
             raise Fail(cudaError_t.cudaErrorInvalidValue) from None
         return int(check(self.driver.cuDeviceGetAttribute(attribute, CUdevice(d))))
