@@ -147,3 +147,21 @@ def test_vmm_mappings_never_unmapped_are_leaks_and_used_after_unmap_are_caught(
     uaf = [v for v in doc["violations"] if v["kind"] == "use-after-free"]
     assert uaf and all(v["allocation"]["freed_at"] == unmapped_at for v in uaf)
     assert "read" in {v["access"] for v in uaf}
+
+
+def test_mapped_memory_used_after_it_is_freed_or_unregistered_is_a_use_after_free(
+        tmp_path: Path) -> None:
+    relaunch = ("    launch(kernel, grid, block, (d_a, d_b, d_c, nelem),\n"
+                "           (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int))\n"
+                "    if errors:\n")
+    app = install(tmp_path, "zero_copy", [("    if errors:\n", relaunch)])
+    rc, doc, out = gpusafe_run(tmp_path, "python", app.name)
+    assert rc == 86, out
+    uaf = [v for v in doc["violations"] if v["kind"] == "use-after-free"]
+    freed = {v["allocation"]["freed_at"] for v in uaf}
+    assert freed == {f"{app.name}:{line_of(app, needle)}" for needle in (
+        "runtime.cudaHostUnregister(b.ctypes.data)", "runtime.cudaFreeHost(a_ptr)",
+        "runtime.cudaFreeHost(c_ptr)")}, out
+    # each pointer passed to the launch, and the kernel's reads through them (4096
+    # threads fill the record buffer at the first read: the others are counted dropped)
+    assert {v["access"] for v in uaf} == {None, "read"}

@@ -120,7 +120,7 @@ class ApiWrappers:
         def wrapper(p, *rest):
             result = real(p, *rest)
             if result[0] == self.ok:  # p: an int address or a host buffer object
-                engine.unmapped([host_pointer(p).address])
+                engine.unmapped([host_pointer(p).address], program_site())
             return result
 
         return wrapper
@@ -152,7 +152,7 @@ class ApiWrappers:
             found = get_pointer(p, 0)
             result = real(p)
             if result[0] == self.ok and found[0] == self.ok:
-                engine.unmapped([int(found[1])])
+                engine.unmapped([int(found[1])], program_site())
             return result
 
         return wrapper

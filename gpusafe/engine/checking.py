@@ -93,9 +93,9 @@ class Engine:
         with self._lock:
             self.registry.mapped(base, size, api, site, context)
 
-    def unmapped(self, bases: list[int]) -> None:
+    def unmapped(self, bases: list[int], site: str | None = None) -> None:
         with self._lock:
-            self.registry.unmapped(bases)
+            self.registry.unmapped(bases, site)
 
     def free(self, api: str, address: int, site: str | None) -> FreeResult:
         """Judge a free; a bad one is reported here, and the caller refuses it."""
