@@ -485,3 +485,46 @@ def test_what_vmm_cannot_do_is_named(dev) -> None:
     assert dev.ok(drv.cuMemGetAccess(loc, va)) == 3
     assert int(dev.ok(drv.cuMemRetainAllocationHandle(va))) == int(handle)
     dev.fails(drv.cuMemFree(va), R.CUDA_ERROR_INVALID_VALUE)
+
+
+# -- pointer attributes ----------------------------------------------------------------
+
+
+def test_pointer_attributes_say_what_kind_of_memory_a_pointer_is(dev) -> None:
+    drv, rt = dev.drv, dev.rt
+    P = real_driver.CUpointer_attribute
+    T = real_runtime.cudaMemoryType
+
+    def attr(a, p):
+        return dev.ok(drv.cuPointerGetAttribute(a, p))
+
+    managed = int(dev.ok(drv.cuMemAllocManaged(64, ATTACH.CU_MEM_ATTACH_GLOBAL)))
+    plain = int(dev.ok(drv.cuMemAlloc(64)))
+    pinned = dev.ok(drv.cuMemAllocHost(64))
+    data = np.zeros(8)
+    dev.ok(drv.cuMemHostRegister(data, 64, 0))
+    registered = int(dev.ok(drv.cuMemHostGetDevicePointer(data, 0)))
+    assert attr(P.CU_POINTER_ATTRIBUTE_IS_MANAGED, managed) is True
+    assert attr(P.CU_POINTER_ATTRIBUTE_IS_MANAGED, plain) is False
+    assert attr(P.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pinned) == 1  # CU_MEMORYTYPE_HOST
+    assert int(attr(P.CU_POINTER_ATTRIBUTE_DEVICE_POINTER, data.ctypes.data)) == registered
+    assert attr(P.CU_POINTER_ATTRIBUTE_HOST_POINTER, registered + 8) == data.ctypes.data + 8
+    assert int(attr(P.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain + 10)) == plain
+    assert attr(P.CU_POINTER_ATTRIBUTE_RANGE_SIZE, plain + 10) == 64
+    assert attr(P.CU_POINTER_ATTRIBUTE_BUFFER_ID, plain) != attr(P.CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                                                 managed)
+    dev.fails(drv.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_HOST_POINTER, plain),
+              R.CUDA_ERROR_INVALID_VALUE)
+    dev.fails(drv.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0x1234),
+              R.CUDA_ERROR_INVALID_VALUE)
+    assert drv.cuPointerGetAttributes(2, [P.CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                          P.CU_POINTER_ATTRIBUTE_RANGE_SIZE], 0x1234)[1] == [
+        False, 0]
+    with pytest.raises(TypeError):
+        drv.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_MAPPING_SIZE, plain)
+    kinds = {p: rt.cudaPointerGetAttributes(p)[1] for p in (managed, plain, pinned, 0x1234)}
+    assert [kinds[p].type for p in (managed, plain, pinned, 0x1234)] == [
+        T.cudaMemoryTypeManaged, T.cudaMemoryTypeDevice, T.cudaMemoryTypeHost,
+        T.cudaMemoryTypeUnregistered]
+    assert kinds[0x1234].device == -2 and kinds[0x1234].hostPointer == 0x1234
+    assert kinds[plain].hostPointer == 0 and kinds[managed].hostPointer == managed

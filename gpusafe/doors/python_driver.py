@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from cuda.bindings.driver import CUpointer_attribute
+
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
 from .wrappers import ApiWrappers, Ranges, address
@@ -43,6 +45,28 @@ class DriverDoor(ApiWrappers):
                     base, size = known
                     return (result[0], type(result[1])(base), size)
             return result
+
+        return wrapper
+
+    def pointer_attribute_wrapper(self, name: str) -> Callable[..., Any]:
+        """``cuPointerGetAttribute(s)``: a range as the program asked for it,
+        never with gpusafe's red zone (``CU_POINTER_ATTRIBUTE_RANGE_SIZE``)."""
+        real = self.real[name]
+        engine = self.engine
+        range_size = CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_SIZE
+
+        def wrapper(*args):
+            result = real(*args)
+            if result[0] != self.ok:
+                return result
+            known = engine.address_range(int(args[-1]))
+            if known is None:
+                return result
+            if name == "cuPointerGetAttribute":
+                return (result[0], known[1]) if args[0] == range_size else result
+            values = [known[1] if a == range_size else v
+                      for a, v in zip(args[1], result[1], strict=True)]
+            return (result[0], values)
 
         return wrapper
 
@@ -239,6 +263,10 @@ class DriverDoor(ApiWrappers):
             "cuCtxDestroy": self.ctx_destroy_wrapper,
             "cuMemGetAddressRange": self.address_range_wrapper,
             "cuMemMap": self.map_wrapper,
+            "cuPointerGetAttribute": functools.partial(self.pointer_attribute_wrapper,
+                                                       "cuPointerGetAttribute"),
+            "cuPointerGetAttributes": functools.partial(self.pointer_attribute_wrapper,
+                                                        "cuPointerGetAttributes"),
             "cuMemUnmap": self.unmap_wrapper,
         })
         for name in ("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"):

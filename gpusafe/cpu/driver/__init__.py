@@ -97,7 +97,7 @@ device attributes), :mod:`.contexts`, :mod:`.memory_calls` (allocations),
 (function attributes, occupancy), :mod:`.launches`, :mod:`.streams` (streams
 and events), :mod:`.memory_kinds` (managed and registered host memory),
 :mod:`.pools` (stream-ordered allocation, memory pools), :mod:`.vmm`
-(virtual memory management).
+(virtual memory management), :mod:`.pointers` (pointer attributes).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ from .devices import DeviceCalls
 from .launches import LaunchCalls
 from .memory_kinds import MemoryKindCalls
 from .modules import ModuleCalls
+from .pointers import PointerCalls
 from .pools import PoolCalls
 from .streams import StreamCalls
 from .vmm import VmmCalls
@@ -124,7 +125,7 @@ reexport(_real, "cu", globals())
 
 
 class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
-             LaunchCalls, StreamCalls, VmmCalls):
+             LaunchCalls, StreamCalls, VmmCalls, PointerCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after

@@ -1,7 +1,7 @@
 """Managed and registered host memory of the runtime (``cudaMallocManaged``,
 ``cudaStreamAttachMemAsync``, ``cudaMemPrefetchAsync``, ``cudaMemAdvise``,
 ``cudaHostRegister``, ``cudaHostUnregister``, ``cudaHostGetDevicePointer``,
-``cudaHostGetFlags``), over the driver's (:mod:`gpusafe.cpu.driver.memory_kinds`):
+``cudaHostGetFlags``, ``cudaPointerGetAttributes``), over the driver's (:mod:`gpusafe.cpu.driver.memory_kinds`):
 the runtime's flags, advice and location values are the driver's.
 """
 
@@ -9,8 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda.bindings.driver import CUmem_advise, CUmemLocation, CUmemLocationType
-from cuda.bindings.runtime import cudaError_t, cudaMemLocation, cudaMemoryAdvise
+from cuda.bindings.driver import (
+    CUmem_advise,
+    CUmemLocation,
+    CUmemLocationType,
+    CUmemorytype,
+    CUpointer_attribute,
+    CUresult,
+)
+from cuda.bindings.runtime import (
+    cudaError_t,
+    cudaMemLocation,
+    cudaMemoryAdvise,
+    cudaMemoryType,
+    cudaPointerAttributes,
+)
 
 from ...cudaapi import args as _args
 from .base import Fail, RuntimeBase, api, check, handle
@@ -91,3 +104,37 @@ class MemoryKindCalls(RuntimeBase):
     def cudaHostGetFlags(self, pHost: Any) -> int:
         self._ensure_context()
         return int(check(self.driver.cuMemHostGetFlags(pHost)))
+
+    # -- pointers ----------------------------------------------------------------------
+
+    @api(1)
+    def cudaPointerGetAttributes(self, ptr: Any) -> cudaPointerAttributes:
+        """Memory the device does not know is ``cudaMemoryTypeUnregistered``
+        (device -2, its host pointer itself), as the runtime reports since CUDA 11."""
+        address = _args.host_pointer(ptr).address
+        self._ensure_context()
+        P = CUpointer_attribute
+        out = cudaPointerAttributes()
+        err, kind = self.driver.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+        if err == CUresult.CUDA_ERROR_INVALID_VALUE:
+            out.type = cudaMemoryType.cudaMemoryTypeUnregistered
+            out.device = -2
+            out.devicePointer = 0
+            out.hostPointer = address
+            return out
+        check((err, kind))
+        managed = check(self.driver.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                                          address))
+        if managed:
+            out.type = cudaMemoryType.cudaMemoryTypeManaged
+        elif kind == int(CUmemorytype.CU_MEMORYTYPE_HOST):
+            out.type = cudaMemoryType.cudaMemoryTypeHost
+        else:
+            out.type = cudaMemoryType.cudaMemoryTypeDevice
+        out.device = int(check(self.driver.cuPointerGetAttribute(
+            P.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)))
+        out.devicePointer = int(check(self.driver.cuPointerGetAttribute(
+            P.CU_POINTER_ATTRIBUTE_DEVICE_POINTER, address)))
+        err, host = self.driver.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_HOST_POINTER, address)
+        out.hostPointer = int(host) if err == CUresult.CUDA_SUCCESS else 0
+        return out
