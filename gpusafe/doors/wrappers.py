@@ -15,7 +15,6 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
-from ..cudaapi.args import host_pointer
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
 from .binding import bound
@@ -120,7 +119,7 @@ class ApiWrappers:
         def wrapper(p, *rest):
             result = real(p, *rest)
             if result[0] == self.ok:  # p: an int address or a host buffer object
-                engine.unmapped([host_pointer(p).address], program_site())
+                engine.host_memory_gone(p, program_site())
             return result
 
         return wrapper

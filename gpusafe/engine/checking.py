@@ -105,6 +105,11 @@ class Engine:
             self.findings.host_violation(verdict.violation)
         return verdict
 
+    def host_memory_gone(self, pointer: Any, site: str | None) -> None:
+        """``cuMemFreeHost``/``cudaFreeHost`` of ``pointer``: an address or a
+        host buffer object, as cuda-python takes it."""
+        self.unmapped([cuda_args.host_pointer(pointer).address], site)
+
     def range_unmapped(self, api: str, address: int, size: int,
                        site: str | None) -> list[int]:
         """``cuMemUnmap`` took back every mapping in ``[address, +size)``: each
