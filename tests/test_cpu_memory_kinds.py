@@ -528,3 +528,37 @@ def test_pointer_attributes_say_what_kind_of_memory_a_pointer_is(dev) -> None:
         T.cudaMemoryTypeUnregistered]
     assert kinds[0x1234].device == -2 and kinds[0x1234].hostPointer == 0x1234
     assert kinds[plain].hostPointer == 0 and kinds[managed].hostPointer == managed
+
+
+def test_advice_and_prefetches_are_reported_page_by_page(dev) -> None:
+    drv = dev.drv
+    M = real_driver.CUmem_range_attribute
+    Adv = real_driver.CUmem_advise
+    page = 4096
+    m = int(dev.ok(drv.cuMemAllocManaged(4 * page, ATTACH.CU_MEM_ATTACH_GLOBAL)))
+    on_device = real_driver.CUmemLocation()
+    on_device.type = real_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    on_host = real_driver.CUmemLocation()
+    on_host.type = real_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST
+
+    def query(attribute, address=m, count=4 * page, size=4):
+        return dev.ok(drv.cuMemRangeGetAttribute(size, attribute, address, count))
+
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY) == 0
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) == -2  # CU_DEVICE_INVALID
+    dev.ok(drv.cuMemAdvise(m, 2 * page, Adv.CU_MEM_ADVISE_SET_READ_MOSTLY, on_device))
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY) == 0
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, count=2 * page) == 1
+    dev.ok(drv.cuMemAdvise(m, 4 * page, Adv.CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_host))
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) == -1  # CU_DEVICE_CPU
+    dev.ok(drv.cuMemAdvise(m, 4 * page, Adv.CU_MEM_ADVISE_SET_ACCESSED_BY, on_device))
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, size=8) == [0, -2]
+    dev.ok(drv.cuMemPrefetchAsync(m + page, page, on_device, 0, 0))
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m + page, page) == 0
+    assert query(M.CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION) == -2
+    dev.fails(drv.cuMemRangeGetAttribute(8, M.CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, page),
+              R.CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(TypeError):
+        drv.cuMemRangeGetAttribute(4, M.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, m, page)
+    rt_attr = real_runtime.cudaMemRangeAttribute.cudaMemRangeAttributeReadMostly
+    assert dev.rt.cudaMemRangeGetAttribute(4, rt_attr, m, 2 * page)[1] == 1

@@ -49,6 +49,7 @@ class MemoryCalls(DriverBase):
             freed = self._memory.free(address)
         except InvalidAddress as e:
             raise invalid_address(e, f"cuMemFree({address:#x})") from None
+        self._advice.pop(address, None)
         pool = self._pool_of.pop(address, None)
         if pool is not None:
             pool.used -= freed.size

@@ -9,7 +9,8 @@ pointer, and execution being synchronous, the host sees every write of a
 finished kernel (``CONCURRENT_MANAGED_ACCESS`` is 1).  There is one memory,
 so attaching, prefetching and advice have nothing to move: they check their
 arguments as the real driver does (the range must be managed memory, the
-stream and location valid) and change nothing else.
+stream and location valid), and advice and prefetches are kept page by page
+(:mod:`.advice`) for ``cuMemRangeGetAttribute``.
 
 Registered memory keeps its host address; its device pointer is an arena
 allocation that is a window onto the same bytes (so
@@ -26,6 +27,7 @@ from typing import Any
 from cuda.bindings.driver import (
     CUdeviceptr,
     CUmem_advise,
+    CUmem_range_attribute,
     CUmemLocation,
     CUmemLocationType,
     CUstream,
@@ -33,6 +35,7 @@ from cuda.bindings.driver import (
 
 from ...cudaapi import args as _args
 from ..host_memory import HostBytes
+from .advice import CPU, INVALID, RangeAdvice
 from .api import api
 from .memory_calls import MemoryCalls
 from .state import E, Fail, HostAllocation
@@ -54,8 +57,9 @@ class MemoryKindCalls(MemoryCalls):
                        f"cuMemAllocManaged flags {f:#x}: CU_MEM_ATTACH_GLOBAL or _HOST")
         return CUdeviceptr(self._alloc(ctx, size, host_visible=True))
 
-    def _managed_range(self, address: int, count: int, what: str) -> None:
-        """``[address, +count)`` must lie in one live managed allocation."""
+    def _managed_range(self, address: int, count: int, what: str) -> RangeAdvice:
+        """``[address, +count)`` must lie in one live managed allocation: what
+        was said about it."""
         mem = self._memory
         a = mem.find(address)
         if a is None or not a.live or a.base not in self._alloc_owner \
@@ -66,9 +70,13 @@ class MemoryKindCalls(MemoryCalls):
             raise Fail(E.CUDA_ERROR_INVALID_VALUE,
                        f"{what}: {count} bytes at {address:#x} leave the managed allocation "
                        f"{a.base:#x}+{a.size}")
+        if a.base not in self._advice:
+            self._advice[a.base] = RangeAdvice(a.base, a.size)
+        return self._advice[a.base]
 
     @staticmethod
-    def _location(location: Any, what: str) -> None:
+    def _location(location: Any, what: str) -> int:
+        """The device id of ``location``: 0, or ``CU_DEVICE_CPU`` for the host."""
         if not isinstance(location, CUmemLocation):
             raise TypeError(f"Argument 'location' is not instance of type (expected "
                             f"<class 'cuda.bindings.driver.CUmemLocation'>, found "
@@ -79,9 +87,11 @@ class MemoryKindCalls(MemoryCalls):
             if int(location.id) != 0:
                 raise Fail(E.CUDA_ERROR_INVALID_DEVICE,
                            f"{what}: device {int(location.id)} does not exist")
-        elif kind not in (T.CU_MEM_LOCATION_TYPE_HOST, T.CU_MEM_LOCATION_TYPE_HOST_NUMA,
-                          T.CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT):
+            return 0
+        if kind not in (T.CU_MEM_LOCATION_TYPE_HOST, T.CU_MEM_LOCATION_TYPE_HOST_NUMA,
+                        T.CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT):
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: location type {kind!r}")
+        return CPU
 
     @api(0)
     def cuStreamAttachMemAsync(self, hStream: Any, dptr: Any, length: Any, flags: Any) -> None:
@@ -107,21 +117,52 @@ class MemoryKindCalls(MemoryCalls):
         n = _args.c_int(count, "size_t", "count")
         f = _args.c_int(flags, "unsigned int", "flags")
         hs = _args.handle_value(hStream, CUstream)
-        self._location(location, "cuMemPrefetchAsync")
+        where = self._location(location, "cuMemPrefetchAsync")
         ctx = self._current()
         self._stream(hs, ctx)
         if f != 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cuMemPrefetchAsync flags must be 0")
-        self._managed_range(addr, n, "cuMemPrefetchAsync")
+        self._managed_range(addr, n, "cuMemPrefetchAsync").prefetched(addr, n, where)
 
     @api(0)
     def cuMemAdvise(self, devPtr: Any, count: Any, advice: Any, location: Any) -> None:
         addr = _args.handle_value(devPtr, CUdeviceptr)
         n = _args.c_int(count, "size_t", "count")
         _args.require_enum(advice, CUmem_advise, "advice")
-        self._location(location, "cuMemAdvise")
+        where = self._location(location, "cuMemAdvise")
         self._current()
-        self._managed_range(addr, n, "cuMemAdvise")
+        name = advice.name.removeprefix("CU_MEM_ADVISE_")
+        self._managed_range(addr, n, "cuMemAdvise").advise(addr, n, name, where)
+
+    @api(1)
+    def cuMemRangeGetAttribute(self, dataSize: Any, attribute: Any, devPtr: Any,
+                               count: Any) -> Any:
+        """The four attributes cuda-bindings' getter converts; the newer
+        location type/id pairs raise its ``TypeError``."""
+        size = _args.c_int(dataSize, "size_t", "dataSize")
+        _args.require_enum(attribute, CUmem_range_attribute, "attribute")
+        addr = _args.handle_value(devPtr, CUdeviceptr)
+        n = _args.c_int(count, "size_t", "count")
+        M = CUmem_range_attribute
+        if attribute not in (M.CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                             M.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                             M.CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
+                             M.CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION):
+            raise TypeError(f"Unsupported attribute: {attribute.name}")
+        self._current()
+        said = self._managed_range(addr, n, "cuMemRangeGetAttribute")
+        if attribute == M.CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
+            if size == 0 or size % 4:
+                raise Fail(E.CUDA_ERROR_INVALID_VALUE, "dataSize must be a multiple of 4")
+            ids = said.accessors(addr, n)[: size // 4]
+            return ids + [INVALID] * (size // 4 - len(ids))
+        if size != 4:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"dataSize must be 4 for {attribute.name}")
+        if attribute == M.CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+            return said.is_read_mostly(addr, n)
+        if attribute == M.CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+            return said.preferred_location(addr, n)
+        return said.last_prefetch_location(addr, n)
 
     # -- registered host memory -------------------------------------------------------
 

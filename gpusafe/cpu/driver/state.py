@@ -193,6 +193,7 @@ class DriverBase:
         self._pool_of: dict[int, MemPool] = {}  # base of a pool block -> its pool
         self._reservations: dict[int, int] = {}  # cuMemAddressReserve: base -> size
         self._mappings: dict[int, Any] = {}  # cuMemMap: base -> vmm.Mapping
+        self._advice: dict[int, Any] = {}  # managed base -> advice.RangeAdvice
         self._observers: tuple[Observer, ...] = ()
         self._stdout: TextIO | None = None
         self._last_launch: LaunchResult | None = None

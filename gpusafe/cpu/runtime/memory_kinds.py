@@ -1,5 +1,6 @@
 """Managed and registered host memory of the runtime (``cudaMallocManaged``,
 ``cudaStreamAttachMemAsync``, ``cudaMemPrefetchAsync``, ``cudaMemAdvise``,
+``cudaMemRangeGetAttribute``,
 ``cudaHostRegister``, ``cudaHostUnregister``, ``cudaHostGetDevicePointer``,
 ``cudaHostGetFlags``, ``cudaPointerGetAttributes``), over the driver's (:mod:`gpusafe.cpu.driver.memory_kinds`):
 the runtime's flags, advice and location values are the driver's.
@@ -11,6 +12,7 @@ from typing import Any
 
 from cuda.bindings.driver import (
     CUmem_advise,
+    CUmem_range_attribute,
     CUmemLocation,
     CUmemLocationType,
     CUmemorytype,
@@ -22,6 +24,7 @@ from cuda.bindings.runtime import (
     cudaMemLocation,
     cudaMemoryAdvise,
     cudaMemoryType,
+    cudaMemRangeAttribute,
     cudaPointerAttributes,
 )
 
@@ -79,6 +82,15 @@ class MemoryKindCalls(RuntimeBase):
         where = _location(location)
         self._ensure_context()
         check(self.driver.cuMemAdvise(address, n, CUmem_advise(int(advice)), where))
+
+    @api(1)
+    def cudaMemRangeGetAttribute(self, dataSize: Any, attribute: Any, devPtr: Any,
+                                 count: Any) -> Any:
+        _args.require_enum(attribute, cudaMemRangeAttribute, "attribute")
+        address = _args.host_pointer(devPtr).address
+        self._ensure_context()
+        return check(self.driver.cuMemRangeGetAttribute(
+            dataSize, CUmem_range_attribute(int(attribute)), address, count))
 
     # -- registered host memory -------------------------------------------------------
 
