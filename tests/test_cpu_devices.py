@@ -223,8 +223,8 @@ def test_unimplemented_functions_are_absent_from_a_driver_and_a_runtime() -> Non
     assert not hasattr(Driver(), "cuGraphCreate")
     with pytest.raises(AttributeError, match="cuGraphCreate.*does not implement"):
         Driver().cuGraphCreate  # noqa: B018
-    with pytest.raises(AttributeError, match="cudaMallocManaged.*does not implement"):
-        Runtime(Driver()).cudaMallocManaged  # noqa: B018
+    with pytest.raises(AttributeError, match="cudaGraphCreate.*does not implement"):
+        Runtime(Driver()).cudaGraphCreate  # noqa: B018
     assert Driver.IMPLEMENTED == driver.IMPLEMENTED
     assert Runtime.IMPLEMENTED == runtime.IMPLEMENTED
 

@@ -253,7 +253,7 @@ def test_device_attributes_profile():
     assert attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) == 227 * 1024
     assert attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) == 8
     assert attr(A.CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) == 1
-    assert attr(A.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 0
+    assert attr(A.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 1  # memory_kinds.py
     assert attr(A.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0
     assert attr(A.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH) == 0
     for a in A:
@@ -588,8 +588,10 @@ def test_pinned_host_memory(ctx):
     q = ok(driver.cuMemHostAlloc(100, driver.CU_MEMHOSTALLOC_PORTABLE))
     ok(driver.cuMemcpy(d, q, 100))
     ok(driver.cuMemFreeHost(q))
-    fails(driver.cuMemHostAlloc(100, driver.CU_MEMHOSTALLOC_DEVICEMAP), R.CUDA_ERROR_NOT_SUPPORTED)
-    assert "CAN_MAP_HOST_MEMORY" in driver.last_error_detail()
+    # every pinned allocation is mapped (unified addressing): one pointer for both sides
+    m = ok(driver.cuMemHostAlloc(100, driver.CU_MEMHOSTALLOC_DEVICEMAP))
+    assert int(ok(driver.cuMemHostGetDevicePointer(m, 0))) == m
+    ok(driver.cuMemFreeHost(m))
     fails(driver.cuMemHostAlloc(100, 0x80), R.CUDA_ERROR_INVALID_VALUE)
     fails(driver.cuMemFreeHost(np.zeros(4)), R.CUDA_ERROR_INVALID_VALUE)
 

@@ -383,3 +383,49 @@ def test_an_internal_error_while_instrumenting_is_a_tool_failure_not_the_program
     assert w["cuModuleLoadData"](image)[0] == OK  # the program goes on
     assert driver.calls[-1] == ("cuModuleLoadData", image)  # its own module, unchecked
     assert engine.findings.problems and "internal error" in engine.findings.problems[0]
+
+
+def _cpu_door(names: tuple[str, ...]):
+    from gpusafe.backends.cpu import CpuBackend
+
+    backend = CpuBackend()
+    engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), Policy(padding=256))
+    d = backend.driver
+    assert d.cuInit(0)[0] == OK
+    assert d.cuCtxCreate(None, 0, 0)[0] == OK
+    real = {n: getattr(d, n) for n in names}
+    return engine, d, DriverDoor(engine, real).wrappers()
+
+
+def test_memory_kinds_reach_the_registry_through_the_driver_door() -> None:
+    import numpy as np
+
+    engine, d, w = _cpu_door(("cuMemAllocManaged", "cuMemHostRegister", "cuMemHostUnregister",
+                              "cuMemHostGetDevicePointer", "cuMemMap", "cuMemUnmap", "cuMemFree",
+                              "cuPointerGetAttribute", "cuPointerGetAttributes"))
+    reg = engine.registry
+    _, managed = w["cuMemAllocManaged"](100, 1)
+    assert (reg.find(int(managed)).size, reg.find(int(managed)).owned) == (100, True)
+    P = cuda_driver.CUpointer_attribute
+    size = P.CU_POINTER_ATTRIBUTE_RANGE_SIZE
+    assert d.cuPointerGetAttribute(size, managed)[1] == 100 + 256  # the device's view
+    assert w["cuPointerGetAttribute"](size, managed) == (OK, 100)  # the program's
+    assert w["cuPointerGetAttributes"](2, [P.CU_POINTER_ATTRIBUTE_IS_MANAGED, size],
+                                       managed) == (OK, [True, 100])
+    data = np.zeros(64, np.uint8)
+    assert w["cuMemHostRegister"](data, 64, 0) == (OK,)
+    device = int(d.cuMemHostGetDevicePointer(data, 0)[1])
+    assert reg.find(device).size == 64 and not reg.find(device).owned
+    assert w["cuMemHostUnregister"](data) == (OK,)
+    assert reg.find(device).state is State.FREED
+    # a VMM mapping is an allocation of its own until cuMemUnmap frees it
+    prop = cuda_driver.CUmemAllocationProp()
+    prop.type = cuda_driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = cuda_driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    handle = d.cuMemCreate(2 << 20, prop, 0)[1]
+    va = int(d.cuMemAddressReserve(4 << 20, 0, 0, 0)[1])
+    assert w["cuMemMap"](va, 2 << 20, 0, handle, 0) == (OK,)
+    assert reg.find(va + 100).size == 2 << 20
+    assert w["cuMemUnmap"](va, 2 << 20) == (OK,)
+    assert reg.find(va).state is State.FREED and reg.find(va).freed_at is not None
+    d.reset()

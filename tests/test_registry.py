@@ -119,3 +119,21 @@ def _line() -> int:
     import sys
 
     return sys._getframe(1).f_lineno
+
+
+def test_memory_unmapped_stays_freed_until_the_driver_hands_it_out_again() -> None:
+    from gpusafe.engine.registry import Registry, State
+    from gpusafe_instrument.kinds import ViolationKind
+
+    reg = Registry()
+    pinned = reg.mapped(0x1000, 256, "cuMemAllocHost", "app.py:3")
+    reg.unmapped([0x1000], "app.py:9")
+    assert pinned.state is State.FREED and pinned.freed_at == "app.py:9"
+    assert reg.check_argument(0x1010, "cuLaunchKernel", None).kind == ViolationKind.USE_AFTER_FREE
+    assert reg.live() == []  # never a leak
+    # the driver reuses part of the range: the old record goes
+    fresh = reg.allocated(0x1080, 64, "cuMemAlloc", "app.py:12")
+    assert reg.find(0x1090) is fresh and reg.find(0x1010) is None
+    again = reg.mapped(0x2000, 16, "cuMemAllocHost", None)
+    reg.unmapped([0x2000])
+    assert reg.mapped(0x2000, 16, "cuMemAllocHost", None) is not again

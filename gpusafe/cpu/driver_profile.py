@@ -17,11 +17,12 @@ The CPU device presents itself as **one compute capability 9.0 (sm_90) device**:
   size 32, 64 Ki registers per block, 64 KiB of constant memory.
 * ``MULTIPROCESSOR_COUNT`` is 8 (not a real part's 132): programs that size a
   grid-stride launch by the SM count keep a CPU-sized grid.
-* Features the CPU device does not provide report 0: mapped/managed host
-  memory, cooperative and cluster launches, concurrent kernels and copy
-  engines (execution is synchronous), textures/surfaces, IPC, TMA, stream
-  priorities. Every other ``CUdevice_attribute`` member (the texture and
-  surface size limits, NUMA ids, ...) reports 0 as well: "not supported".
+* Every ``CUdevice_attribute`` member has its value here.  Memory kinds the
+  CPU device provides say so: unified addressing, mapped (zero-copy) and
+  registered host memory, managed memory, memory pools, virtual memory
+  management.  Features it does not provide report 0: cooperative and cluster
+  launches, concurrent kernels and copy engines (execution is synchronous),
+  textures/surfaces (every size limit 0), IPC, TMA, stream priorities.
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ DEFAULT_LIMITS = {
     "CU_LIMIT_PERSISTING_L2_CACHE_SIZE": 0,
 }
 
-#: CUdevice_attribute name (without the CU_DEVICE_ATTRIBUTE_ prefix) -> value.
-#: Members of the enum not listed here report 0.
+#: Every CUdevice_attribute member (without the CU_DEVICE_ATTRIBUTE_ prefix)
+#: -> its value; ``tests/test_cpu_attributes.py`` keeps this table complete
+#: against cuda-bindings' enum, so no attribute answers by omission.  A
+#: feature says 1 only where the CPU device really provides it.
 DEVICE_ATTRIBUTES: dict[str, int] = {
+    # launch limits (the real sm_90 ones, see the module docstring)
     "MAX_THREADS_PER_BLOCK": MAX_THREADS_PER_BLOCK,
     "MAX_BLOCK_DIM_X": MAX_BLOCK_DIM[0],
     "MAX_BLOCK_DIM_Y": MAX_BLOCK_DIM[1],
@@ -67,48 +71,127 @@ DEVICE_ATTRIBUTES: dict[str, int] = {
     "MAX_PITCH": 2**31 - 1,
     "MAX_REGISTERS_PER_BLOCK": 65536,
     "CLOCK_RATE": 1_000_000,  # kHz, nominal
-    "TEXTURE_ALIGNMENT": 512,
-    "GPU_OVERLAP": 0,  # copies and kernels never overlap: execution is synchronous
     "MULTIPROCESSOR_COUNT": 8,
+    "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
+    "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": OPTIN_SHARED_PER_BLOCK,
+    "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
+    "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024,
+    "COMPUTE_CAPABILITY_MAJOR": CC_MAJOR,
+    "COMPUTE_CAPABILITY_MINOR": CC_MINOR,
+    "SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO": 2,
+    "GLOBAL_L1_CACHE_SUPPORTED": 1,
+    "LOCAL_L1_CACHE_SUPPORTED": 1,
+    "L2_CACHE_SIZE": 50 * 1024 * 1024,
+    "MEMORY_CLOCK_RATE": 1_000_000,  # kHz, nominal
+    "GLOBAL_MEMORY_BUS_WIDTH": 64,
+    "MEM_SYNC_DOMAIN_COUNT": 1,
+    # the system around the device
     "KERNEL_EXEC_TIMEOUT": 0,
     "INTEGRATED": 0,
-    "CAN_MAP_HOST_MEMORY": 0,
     "COMPUTE_MODE": 0,  # CU_COMPUTEMODE_DEFAULT
-    "SURFACE_ALIGNMENT": 512,
-    "CONCURRENT_KERNELS": 0,
     "ECC_ENABLED": 0,
     "PCI_BUS_ID": 0,
     "PCI_DEVICE_ID": 0,
     "PCI_DOMAIN_ID": 0,
+    "GPU_PCI_DEVICE_ID": 0,
+    "GPU_PCI_SUBSYSTEM_ID": 0,
     "TCC_DRIVER": 0,
-    "MEMORY_CLOCK_RATE": 1_000_000,  # kHz, nominal
-    "GLOBAL_MEMORY_BUS_WIDTH": 64,
-    "L2_CACHE_SIZE": 50 * 1024 * 1024,
-    "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
-    "ASYNC_ENGINE_COUNT": 0,
-    "UNIFIED_ADDRESSING": 1,  # one address space: cuMemcpy infers the direction
-    "TEXTURE_PITCH_ALIGNMENT": 32,
-    "COMPUTE_CAPABILITY_MAJOR": CC_MAJOR,
-    "COMPUTE_CAPABILITY_MINOR": CC_MINOR,
-    "STREAM_PRIORITIES_SUPPORTED": 0,
-    "GLOBAL_L1_CACHE_SUPPORTED": 1,
-    "LOCAL_L1_CACHE_SUPPORTED": 1,
-    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
-    "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
-    "MANAGED_MEMORY": 0,
     "MULTI_GPU_BOARD": 0,
     "MULTI_GPU_BOARD_GROUP_ID": 0,
-    "SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO": 2,
-    "COOPERATIVE_LAUNCH": 0,
-    "COOPERATIVE_MULTI_DEVICE_LAUNCH": 0,
-    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": OPTIN_SHARED_PER_BLOCK,
-    "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
-    "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024,
-    "MEMORY_POOLS_SUPPORTED": 1,  # cuMemAllocAsync / cuMemFreeAsync work
-    "CLUSTER_LAUNCH": 0,
+    "NUMA_CONFIG": 0,  # CU_DEVICE_NUMA_CONFIG_NONE
     "NUMA_ID": -1,
     "HOST_NUMA_ID": -1,
+    "MPS_ENABLED": 0,
+    # execution: synchronous, so nothing overlaps and there is no preemption
+    "GPU_OVERLAP": 0,
+    "CONCURRENT_KERNELS": 0,
+    "ASYNC_ENGINE_COUNT": 0,
+    "STREAM_PRIORITIES_SUPPORTED": 0,
+    "COMPUTE_PREEMPTION_SUPPORTED": 0,
+    "COOPERATIVE_LAUNCH": 0,
+    "COOPERATIVE_MULTI_DEVICE_LAUNCH": 0,
+    "CLUSTER_LAUNCH": 0,
+    "UNIFIED_FUNCTION_POINTERS": 0,
+    "CAN_USE_STREAM_MEM_OPS_V1": 0,
+    "CAN_USE_64_BIT_STREAM_MEM_OPS_V1": 0,
+    "CAN_USE_STREAM_WAIT_VALUE_NOR_V1": 0,
+    "CAN_USE_64_BIT_STREAM_MEM_OPS": 0,
+    "CAN_USE_STREAM_WAIT_VALUE_NOR": 0,
+    "CAN_FLUSH_REMOTE_WRITES": 0,
+    # memory kinds (gpusafe/cpu/driver/memory_kinds.py, pools.py)
+    "UNIFIED_ADDRESSING": 1,  # one address space: cuMemcpy infers the direction
+    "CAN_MAP_HOST_MEMORY": 1,  # pinned host memory is device memory too
+    "HOST_REGISTER_SUPPORTED": 1,  # cuMemHostRegister maps program memory
+    "READ_ONLY_HOST_REGISTER_SUPPORTED": 0,  # CU_MEMHOSTREGISTER_READ_ONLY is refused
+    "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM": 0,  # registered memory has its own device address
+    "MANAGED_MEMORY": 1,
+    # execution is synchronous, so the host may touch managed memory at any
+    # time and sees every write a finished kernel made
+    "CONCURRENT_MANAGED_ACCESS": 1,
+    "DIRECT_MANAGED_MEM_ACCESS_FROM_HOST": 1,
+    "PAGEABLE_MEMORY_ACCESS": 0,  # a kernel cannot reach malloc'ed host memory
+    "PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES": 0,
+    "HOST_NATIVE_ATOMIC_SUPPORTED": 0,
+    "ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED": 0,
+    "MEMORY_POOLS_SUPPORTED": 1,  # cuMemAllocAsync, cuMemPool*, cudaMallocFromPoolAsync
+    "MEMPOOL_SUPPORTED_HANDLE_TYPES": 0,  # no IPC handles
+    "VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED": 1,  # cuMemCreate, cuMemMap, ...: vmm.py
+    "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED": 0,
+    "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED": 0,
+    "HANDLE_TYPE_WIN32_HANDLE_SUPPORTED": 0,
+    "HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED": 0,
+    "HANDLE_TYPE_FABRIC_SUPPORTED": 0,
+    "GENERIC_COMPRESSION_SUPPORTED": 0,
+    "MAX_PERSISTING_L2_CACHE_SIZE": 0,  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE stays 0
+    "MAX_ACCESS_POLICY_WINDOW_SIZE": 0,
+    "GPU_DIRECT_RDMA_SUPPORTED": 0,
+    "GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS": 0,
+    "GPU_DIRECT_RDMA_WRITES_ORDERING": 0,
+    "TIMELINE_SEMAPHORE_INTEROP_SUPPORTED": 0,
+    "DMA_BUF_SUPPORTED": 0,
+    "IPC_EVENT_SUPPORTED": 0,
+    "MULTICAST_SUPPORTED": 0,
+    "D3D12_CIG_SUPPORTED": 0,
+    "VULKAN_CIG_SUPPORTED": 0,
+    "MEM_DECOMPRESS_ALGORITHM_MASK": 0,
+    "MEM_DECOMPRESS_MAXIMUM_LENGTH": 0,
+    "HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 0,
+    "HOST_NUMA_MEMORY_POOLS_SUPPORTED": 0,
+    "HOST_NUMA_MULTINODE_IPC_SUPPORTED": 0,
+    "HOST_MEMORY_POOLS_SUPPORTED": 0,
+    "HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 0,
+    "HOST_ALLOC_DMA_BUF_SUPPORTED": 0,
+    # textures, surfaces and CUDA arrays: none on the CPU device, so every
+    # size limit is 0 ("not supported") and the alignments are the real ones
+    "TEXTURE_ALIGNMENT": 512,
+    "TEXTURE_PITCH_ALIGNMENT": 32,
+    "SURFACE_ALIGNMENT": 512,
+    "CAN_TEX2D_GATHER": 0,
+    "TENSOR_MAP_ACCESS_SUPPORTED": 0,
+    "SPARSE_CUDA_ARRAY_SUPPORTED": 0,
+    "DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED": 0,
 }
+for _shape in ("TEXTURE1D_WIDTH", "TEXTURE2D_WIDTH", "TEXTURE2D_HEIGHT", "TEXTURE3D_WIDTH",
+               "TEXTURE3D_HEIGHT", "TEXTURE3D_DEPTH", "TEXTURE2D_LAYERED_WIDTH",
+               "TEXTURE2D_LAYERED_HEIGHT", "TEXTURE2D_LAYERED_LAYERS",
+               "TEXTURE1D_LAYERED_WIDTH", "TEXTURE1D_LAYERED_LAYERS",
+               "TEXTURE2D_GATHER_WIDTH", "TEXTURE2D_GATHER_HEIGHT",
+               "TEXTURE3D_WIDTH_ALTERNATE", "TEXTURE3D_HEIGHT_ALTERNATE",
+               "TEXTURE3D_DEPTH_ALTERNATE", "TEXTURECUBEMAP_WIDTH",
+               "TEXTURECUBEMAP_LAYERED_WIDTH", "TEXTURECUBEMAP_LAYERED_LAYERS",
+               "SURFACE1D_WIDTH", "SURFACE2D_WIDTH", "SURFACE2D_HEIGHT", "SURFACE3D_WIDTH",
+               "SURFACE3D_HEIGHT", "SURFACE3D_DEPTH", "SURFACE1D_LAYERED_WIDTH",
+               "SURFACE1D_LAYERED_LAYERS", "SURFACE2D_LAYERED_WIDTH",
+               "SURFACE2D_LAYERED_HEIGHT", "SURFACE2D_LAYERED_LAYERS",
+               "SURFACECUBEMAP_WIDTH", "SURFACECUBEMAP_LAYERED_WIDTH",
+               "SURFACECUBEMAP_LAYERED_LAYERS", "TEXTURE1D_LINEAR_WIDTH",
+               "TEXTURE2D_LINEAR_WIDTH", "TEXTURE2D_LINEAR_HEIGHT", "TEXTURE2D_LINEAR_PITCH",
+               "TEXTURE2D_MIPMAPPED_WIDTH", "TEXTURE2D_MIPMAPPED_HEIGHT",
+               "TEXTURE1D_MIPMAPPED_WIDTH"):
+    DEVICE_ATTRIBUTES[f"MAXIMUM_{_shape}"] = 0
+del _shape
 
 #: CUresults after which a real context is unusable: every later call in that
 #: context returns the same error ("sticky" errors).

@@ -21,6 +21,13 @@ Freed allocations keep their record forever and their bytes for a while (a
 quarantine of ``quarantine`` bytes); after that their buffer is dropped and
 reads there see zeros.
 
+Two kinds of allocation have other bytes: a host-visible one (pinned,
+managed, registered memory) is backed by process memory
+(:mod:`.host_memory`), and a mapping of reserved addresses (virtual memory
+management: :meth:`DeviceMemory.reserve`, :meth:`~DeviceMemory.map_range`)
+is a view of a physical allocation; reserved addresses with nothing mapped
+fault when accessed, and only such a range is ever mapped twice.
+
 Shared and local memory are not here: they live in the executor, per block
 and per thread.  Their *generic* addresses are windows of the 64-bit address
 space, fixed here so that every module agrees on them (docs/cpu-device.md).
@@ -28,12 +35,14 @@ space, fixed here so that every module agrees on them (docs/cpu-device.md).
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import IllegalAddress, InvalidAddress, OutOfMemory
+from .host_memory import PAGE, AddressTaken, Backing, page_round
 
 GLOBAL_BASE = 0x7F00_0000_0000
 """First address of the global arena."""
@@ -90,11 +99,24 @@ class _Segment:
     buffer: np.ndarray | None  # uint8, end - start bytes; None once dropped from quarantine
     allocation: ArenaAllocation | None = None  # None for an alignment filler
     position: int = -1  # the allocation's position in the index
+    backing: Backing | None = None  # host-visible bytes (pinned, managed, registered)
+    hole: bool = False  # reserved addresses (cuMemAddressReserve), mapped or not
 
     def data(self) -> np.ndarray:
         if self.buffer is None:
             self.buffer = np.zeros(self.end - self.start, dtype=np.uint8)
         return self.buffer
+
+    def unmapped(self) -> bool:
+        """Reserved addresses with nothing mapped there now: an access faults."""
+        return self.allocation is None or not self.allocation.live
+
+    def drop(self) -> None:
+        """Forget the bytes (the quarantine let them go)."""
+        self.buffer = None
+        if self.backing is not None:
+            self.backing.release()
+            self.backing = None
 
 
 class _Column:
@@ -211,8 +233,15 @@ class DeviceMemory:
         """One past the last byte of the arena."""
         return self._top
 
-    def alloc(self, size: int, align: int = SEGMENT_ALIGN, *, label: str = "") -> int:
-        """A new allocation of ``size`` bytes; returns its base address."""
+    def alloc(self, size: int, align: int = SEGMENT_ALIGN, *, label: str = "",
+              backing: Backing | None = None) -> int:
+        """A new allocation of ``size`` bytes; returns its base address.
+
+        With ``backing`` its bytes are host memory (:mod:`.host_memory`):
+        the allocation starts on a page and its red zone follows it as
+        arena bytes of no allocation."""
+        if backing is not None:
+            return self._alloc_backed(size, label, backing)
         if size < 0:
             raise ValueError(f"allocation size must not be negative, got {size}")
         if align <= 0 or align & (align - 1):
@@ -243,21 +272,160 @@ class DeviceMemory:
         self.used += size
         return base
 
+    _PLACEMENT_TRIES = 64
+
+    def _alloc_backed(self, size: int, label: str, backing: Backing) -> int:
+        if size <= 0:
+            raise ValueError(f"a host-visible allocation needs bytes, got {size}")
+        if self.used + size > self.capacity:
+            raise OutOfMemory(f"out of device memory: {size} bytes requested, "
+                              f"{self.capacity - self.used} of {self.capacity} left")
+        start = self._top
+        base = _align_up(start, PAGE)
+        for _ in range(self._PLACEMENT_TRIES):
+            try:
+                buffer = backing.place(base, size)
+                break
+            except AddressTaken as taken:  # the process maps something there: go past it
+                base = _align_up(taken.next_free, PAGE)
+        else:
+            raise OutOfMemory(f"no free address range for {size} bytes of host-visible memory "
+                              f"after {self._PLACEMENT_TRIES} tries")
+        if base > start:  # untouched unless a stray access reads it: no bytes until then
+            self._segments.append(_Segment(start, base, None))
+            self._index.add_segment(start, base)
+        allocation = ArenaAllocation(self._next_tag, base, size, True, label)
+        self._next_tag += 1
+        position = self._index.add_allocation(base, base + size)
+        segment = _Segment(base, base + size, buffer, allocation, position, backing)
+        self._segments.append(segment)
+        self._index.add_segment(base, base + size)
+        self._allocations.append(allocation)
+        self._seg_of[allocation.tag] = segment
+        end = base + page_round(size + self.red_zone)
+        if end > base + size:  # the red zone
+            self._segments.append(_Segment(base + size, end, None))
+            self._index.add_segment(base + size, end)
+        self._top = end
+        self.used += size
+        return base
+
+    # -- virtual memory management (cuMemAddressReserve, cuMemMap, cuMemUnmap) --
+
+    def reserve(self, size: int, align: int) -> int:
+        """A range of ``size`` addresses of no allocation, for mappings made
+        later (:meth:`map_range`); never handed out again."""
+        if size <= 0 or align <= 0 or align & (align - 1):
+            raise ValueError(f"a reservation needs a size and a power-of-two alignment, "
+                             f"got {size}, {align}")
+        base = _align_up(self._top, max(align, SEGMENT_ALIGN))
+        if base > self._top:
+            self._segments.append(_Segment(self._top, base, None))
+            self._index.add_segment(self._top, base)
+        self._segments.append(_Segment(base, base + size, None, hole=True))
+        self._index.add_segment(base, base + size)
+        self._top = base + size
+        return base
+
+    def map_range(self, address: int, buffer: np.ndarray, label: str = "") -> ArenaAllocation:
+        """Make ``[address, +len(buffer))`` of a reservation an allocation
+        whose bytes are ``buffer`` (a view of a physical allocation).  The
+        range is a part of the reservation never mapped, or exactly a range
+        mapped and unmapped before (whose freed record it replaces)."""
+        size = len(buffer)
+        i = int(np.searchsorted(self._index.seg_starts, address, side="right")) - 1
+        seg = self._segments[i] if i >= 0 else None
+        if seg is None or not seg.hole or address + size > seg.end \
+                or (seg.allocation is not None and seg.allocation.live):
+            raise InvalidAddress(f"{address:#x}+{size} is not inside one unmapped reserved range")
+        old = seg.allocation
+        if old is not None and (seg.start, seg.end) != (address, address + size):
+            raise InvalidAddress(f"{address:#x}+{size} overlaps part of a range mapped before "
+                                 f"({old!r}): remap exactly that range")
+        allocation = ArenaAllocation(self._next_tag, address, size, True, label)
+        self._next_tag += 1
+        mapped = _Segment(address, address + size, buffer, allocation, hole=True)
+        if old is not None:
+            self._allocations[self._allocations.index(old)] = allocation
+            del self._seg_of[old.tag]
+            pieces = [mapped]
+        else:
+            pieces = [p for p in (_Segment(seg.start, address, None, hole=True), mapped,
+                                  _Segment(address + size, seg.end, None, hole=True))
+                      if p.end > p.start]
+            at = bisect.bisect_left(self._allocations, address, key=lambda a: a.base)
+            self._allocations.insert(at, allocation)
+        self._segments[i:i + 1] = pieces
+        self._seg_of[allocation.tag] = mapped
+        self.used += size
+        self._reindex()
+        return allocation
+
+    def unmap_range(self, address: int, size: int) -> ArenaAllocation:
+        """Undo :meth:`map_range`: the record stays, freed, and the range is a
+        hole of its reservation again (reads there see zeros)."""
+        allocation = self.find(address)
+        if allocation is None or not allocation.live or allocation.base != address \
+                or allocation.size != size:
+            raise InvalidAddress(f"{address:#x}+{size} is not a mapped range")
+        segment = self._seg_of[allocation.tag]
+        if not segment.hole:
+            raise InvalidAddress(f"{address:#x} is not a mapping of reserved addresses")
+        allocation.live = False
+        self.used -= size
+        self._index.mark_freed(segment.position)
+        segment.buffer = None
+        return allocation
+
+    def _reindex(self) -> None:
+        """Rebuild the index after a mapping split a reservation (rare: VMM)."""
+        ix = _Index()
+        for seg in self._segments:
+            ix.add_segment(seg.start, seg.end)
+        for position, allocation in enumerate(self._allocations):
+            ix.add_allocation(allocation.base, allocation.end)
+            if not allocation.live:
+                ix.mark_freed(position)
+            self._seg_of[allocation.tag].position = position
+        self._index = ix
+
+    def host_visible(self, address: int) -> bool:
+        """Whether ``address`` is in a live allocation whose bytes the host
+        reaches at that address (pinned or managed memory)."""
+        allocation = self.find(address)
+        if allocation is None or not allocation.live:
+            return False
+        backing = self._seg_of[allocation.tag].backing
+        return backing is not None and backing.owns_bytes
+
+    def close(self) -> None:
+        """Give back every host-visible allocation's pages (the device is gone)."""
+        for segment in self._segments:
+            if segment.backing is not None:
+                segment.drop()
+
     def free(self, address: int) -> ArenaAllocation:
         """Free the live allocation based at ``address``; its record stays (state freed)."""
         allocation = self.find(address)
         if allocation is None or allocation.base != address or not allocation.live:
             raise InvalidAddress(self._describe_bad_free(address, allocation))
+        if self._seg_of[allocation.tag].hole:
+            raise InvalidAddress(f"{address:#x} is a mapping of reserved addresses: unmap it")
         allocation.live = False
         self.used -= allocation.size
         segment = self._seg_of[allocation.tag]
         self._index.mark_freed(segment.position)
+        if segment.backing is not None and not segment.backing.owns_bytes:
+            # the program's own bytes stay the program's: the quarantine keeps a copy
+            segment.buffer = segment.data().copy()
+            segment.backing.release()
+            segment.backing = None
         self._freed.append(segment)
         self._freed_bytes += segment.end - segment.start
         while self._freed_bytes > self.quarantine and self._freed:
             old = self._freed.popleft()
             self._freed_bytes -= old.end - old.start
-            old.buffer = None
+            old.drop()
         return allocation
 
     def _describe_bad_free(self, address: int, allocation: ArenaAllocation | None) -> str:
@@ -374,6 +542,8 @@ class DeviceMemory:
         first = int(np.searchsorted(ix.seg_starts, lo, side="right")) - 1
         if hi + width <= int(ix.seg_ends[first]):
             seg = self._segments[first]
+            if seg.hole and seg.unmapped():
+                raise IllegalAddress(lo)
             return [(seg.data(), (addresses - np.uint64(seg.start)).view(np.int64), None)]
         which = np.searchsorted(ix.seg_starts, addresses, side="right") - 1
         crossing = addresses + np.uint64(width) > ix.seg_ends[which]
@@ -385,6 +555,8 @@ class DeviceMemory:
         out = []
         for lanes in np.split(order, cuts):
             seg = self._segments[int(which[lanes[0]])]
+            if seg.hole and seg.unmapped():
+                raise IllegalAddress(int(addresses[lanes[0]]))
             offsets = (addresses[lanes] - np.uint64(seg.start)).view(np.int64)
             out.append((seg.data(), offsets, lanes))
         return out

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from cuda.bindings.driver import CUdeviceptr
+from cuda.bindings.driver import CUdeviceptr, CUpointer_attribute
 
 from ..cudaapi.args import handle_value
 from ..engine.callsite import program_site
@@ -46,6 +46,28 @@ class DriverDoor(ApiWrappers):
                     base, size = known
                     return (result[0], type(result[1])(base), size)
             return result
+
+        return wrapper
+
+    def pointer_attribute_wrapper(self, name: str) -> Callable[..., Any]:
+        """``cuPointerGetAttribute(s)``: a range as the program asked for it,
+        never with gpusafe's red zone (``CU_POINTER_ATTRIBUTE_RANGE_SIZE``)."""
+        real = self.real[name]
+        engine = self.engine
+        range_size = CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_SIZE
+
+        def wrapper(*args):
+            result = real(*args)
+            if result[0] != self.ok:
+                return result
+            known = engine.address_range(int(args[-1]))
+            if known is None:
+                return result
+            if name == "cuPointerGetAttribute":
+                return (result[0], known[1]) if args[0] == range_size else result
+            values = [known[1] if a == range_size else v
+                      for a, v in zip(args[1], result[1], strict=True)]
+            return (result[0], values)
 
         return wrapper
 
@@ -143,6 +165,38 @@ class DriverDoor(ApiWrappers):
 
         return wrapper
 
+    # -- virtual memory management -----------------------------------------------
+
+    def map_wrapper(self) -> Callable[..., Any]:
+        """``cuMemMap(ptr, size, offset, handle, flags)``: each mapping is an
+        allocation of its own, freed by ``cuMemUnmap``."""
+        real = self.real["cuMemMap"]
+        engine = self.engine
+
+        def wrapper(ptr, size, *rest):
+            result = real(ptr, size, *rest)
+            if result[0] == self.ok:
+                engine.allocated("cuMemMap", int(ptr), int(size), program_site())
+            return result
+
+        return wrapper
+
+    def unmap_wrapper(self) -> Callable[..., Any]:
+        real = self.real["cuMemUnmap"]
+        free = self.real["cuMemFree"]
+        engine = self.engine
+
+        def wrapper(ptr, size):
+            engine.drain()
+            result = real(ptr, size)
+            if result[0] == self.ok:
+                for base in engine.range_unmapped("cuMemUnmap", int(ptr), int(size),
+                                                  program_site()):
+                    free(base)
+            return result
+
+        return wrapper
+
     # -- contexts --------------------------------------------------------------
 
     def ctx_destroy_wrapper(self) -> Callable[..., Any]:
@@ -179,12 +233,18 @@ class DriverDoor(ApiWrappers):
 
     def wrappers(self) -> dict[str, Callable[..., Any]]:
         makers: dict[str, Callable[[], Callable[..., Any]]] = {}
-        for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync"):
+        for name in ("cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync",
+                     "cuMemAllocFromPoolAsync"):
             makers[name] = functools.partial(self.alloc_wrapper, name)
         makers["cuMemAllocPitch"] = functools.partial(self.pitch_wrapper, "cuMemAllocPitch")
         for name in ("cuMemAllocHost", "cuMemHostAlloc"):
             makers[name] = functools.partial(self.mapped_wrapper, name)
         makers["cuMemFreeHost"] = functools.partial(self.unmapped_wrapper, "cuMemFreeHost")
+        if "cuMemHostGetDevicePointer" in self.real:
+            makers["cuMemHostRegister"] = functools.partial(
+                self.register_wrapper, "cuMemHostRegister", "cuMemHostGetDevicePointer")
+            makers["cuMemHostUnregister"] = functools.partial(
+                self.unregister_wrapper, "cuMemHostUnregister", "cuMemHostGetDevicePointer")
         for name in ("cuMemFree", "cuMemFreeAsync"):
             makers[name] = functools.partial(self.free_wrapper, name)
         for name, (ranges, sync) in _COPIES.items():
@@ -203,6 +263,12 @@ class DriverDoor(ApiWrappers):
             "cuLaunchKernelEx": self.launch_ex_wrapper,
             "cuCtxDestroy": self.ctx_destroy_wrapper,
             "cuMemGetAddressRange": self.address_range_wrapper,
+            "cuMemMap": self.map_wrapper,
+            "cuPointerGetAttribute": functools.partial(self.pointer_attribute_wrapper,
+                                                       "cuPointerGetAttribute"),
+            "cuPointerGetAttributes": functools.partial(self.pointer_attribute_wrapper,
+                                                        "cuPointerGetAttributes"),
+            "cuMemUnmap": self.unmap_wrapper,
         })
         for name in ("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"):
             makers[name] = functools.partial(self.primary_ctx_wrapper, name)
@@ -236,6 +302,10 @@ _COPIES: dict[str, tuple[Ranges, bool]] = {
     "cuMemsetD8Async": (_dst(2, 1), False),
     "cuMemsetD16Async": (_dst(2, 2), False),
     "cuMemsetD32Async": (_dst(2, 4), False),
+    # managed memory: the range prefetched, advised or attached (length 0: all of it)
+    "cuMemPrefetchAsync": (lambda *a: [(int(a[0]), int(a[1]))], False),
+    "cuMemAdvise": (lambda *a: [(int(a[0]), int(a[1]))], False),
+    "cuStreamAttachMemAsync": (lambda *a: [(int(a[1]), int(a[2]))], False),
 }
 """Copies and memsets: the device ranges each touches, and whether it
 synchronises (a synchronous copy is a drain point)."""

@@ -58,8 +58,18 @@ class RuntimeDoor(ApiWrappers):
             if name in self.real:
                 w[name] = make()
 
-        for name in ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync"):
+        for name in ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync",
+                     "cudaMallocFromPoolAsync"):
             add(name, functools.partial(self.alloc_wrapper, name))
+        # pinned and registered host memory: kernels reach it through its device pointer
+        for name in ("cudaMallocHost", "cudaHostAlloc"):
+            add(name, functools.partial(self.mapped_wrapper, name))
+        add("cudaFreeHost", functools.partial(self.unmapped_wrapper, "cudaFreeHost"))
+        if "cudaHostGetDevicePointer" in self.real:
+            add("cudaHostRegister", functools.partial(
+                self.register_wrapper, "cudaHostRegister", "cudaHostGetDevicePointer"))
+            add("cudaHostUnregister", functools.partial(
+                self.unregister_wrapper, "cudaHostUnregister", "cudaHostGetDevicePointer"))
         add("cudaMallocPitch", functools.partial(self.pitch_wrapper, "cudaMallocPitch"))
         for name in ("cudaFree", "cudaFreeAsync"):
             add(name, functools.partial(self.free_wrapper, name))
@@ -84,6 +94,11 @@ class RuntimeDoor(ApiWrappers):
             "cudaMemset2D": (lambda p, pt, v, wd, h: [(address(p), _extent(pt, wd, h))], True),
             "cudaMemset2DAsync": (
                 lambda p, pt, v, wd, h, st: [(address(p), _extent(pt, wd, h))], False),
+            # managed memory: cudaMemPrefetchAsync(devPtr, count, ...),
+            # cudaMemAdvise(devPtr, count, ...), cudaStreamAttachMemAsync(stream, devPtr, length, ..)
+            "cudaMemPrefetchAsync": (lambda p, n, *rest: [(address(p), int(n))], False),
+            "cudaMemAdvise": (lambda p, n, *rest: [(address(p), int(n))], False),
+            "cudaStreamAttachMemAsync": (lambda st, p, n, f: [(address(p), int(n))], False),
         }
         for name, (ranges, sync) in copies.items():
             add(name, functools.partial(self.range_wrapper, name, ranges, sync))

@@ -134,8 +134,40 @@ class ApiWrappers:
 
         def wrapper(p, *rest):
             result = real(p, *rest)
-            if result[0] == self.ok:
-                engine.unmapped([int(p)])
+            if result[0] == self.ok:  # p: an int address or a host buffer object
+                engine.host_memory_gone(p, program_site())
+            return result
+
+        return wrapper
+
+    def register_wrapper(self, name: str, device_pointer: str) -> Callable[..., Any]:
+        """Registered host memory (``cuMemHostRegister``/``cudaHostRegister``):
+        its device pointer, which ``device_pointer`` names, is memory a
+        kernel may reach."""
+        real = self.real[name]
+        get_pointer = self.real[device_pointer]
+        engine = self.engine
+
+        def wrapper(p, bytesize, *rest):
+            result = real(p, bytesize, *rest)
+            if result[0] == self.ok and int(bytesize) > 0:
+                found = get_pointer(p, 0)
+                if found[0] == self.ok:
+                    engine.mapped(name, int(found[1]), int(bytesize), program_site())
+            return result
+
+        return wrapper
+
+    def unregister_wrapper(self, name: str, device_pointer: str) -> Callable[..., Any]:
+        real = self.real[name]
+        get_pointer = self.real[device_pointer]
+        engine = self.engine
+
+        def wrapper(p):
+            found = get_pointer(p, 0)
+            result = real(p)
+            if result[0] == self.ok and found[0] == self.ok:
+                engine.unmapped([int(found[1])], program_site())
             return result
 
         return wrapper

@@ -98,9 +98,9 @@ class Engine:
         with self._lock:
             self.registry.mapped(base, size, api, site, context)
 
-    def unmapped(self, bases: list[int]) -> None:
+    def unmapped(self, bases: list[int], site: str | None = None) -> None:
         with self._lock:
-            self.registry.unmapped(bases)
+            self.registry.unmapped(bases, site)
 
     def free(self, api: str, address: int, site: CallSite | None) -> FreeResult:
         """Judge a free; a bad one is reported here, and the caller refuses it."""
@@ -109,6 +109,24 @@ class Engine:
         if verdict.violation is not None:
             self.findings.host_violation(verdict.violation)
         return verdict
+
+    def host_memory_gone(self, pointer: Any, site: str | None) -> None:
+        """``cuMemFreeHost``/``cudaFreeHost`` of ``pointer``: an address or a
+        host buffer object, as cuda-python takes it."""
+        self.unmapped([cuda_args.host_pointer(pointer).address], site)
+
+    def range_unmapped(self, api: str, address: int, size: int,
+                       site: str | None) -> list[int]:
+        """``cuMemUnmap`` took back every mapping in ``[address, +size)``: each
+        is freed (a later access through it is a use after free).  Returns the
+        bases the quarantine now lets the driver really free."""
+        release: list[int] = []
+        with self._lock:
+            mapped = [a.base for a in self.registry.table()
+                      if address <= a.base < address + size and a.state is State.LIVE]
+            for base in mapped:
+                release += self.registry.free(base, api, site).release
+        return [b for b in release if b not in mapped]
 
     def ranges_ok(self, api: str, ranges: list[tuple[int | None, int]],
                   site: Callable[[], CallSite | None]) -> bool:

@@ -98,6 +98,7 @@ class Registry:
         self._at: dict[int, Allocation] = {}  # base -> allocation holding that memory
         self._quarantine: deque[Allocation] = deque()
         self._quarantined_bytes = 0
+        self._gone: list[Allocation] = []  # unmapped records: their memory is the driver's again
         self._next_tag = 1
         self.version = 0  # bumped on every change the device table must see
 
@@ -123,6 +124,8 @@ class Registry:
 
     def _insert(self, base: int, size: int, reserved: int, api: str, site: CallSite | None,
                 owned: bool, context: int = 0) -> Allocation:
+        for old in [a for a in self._gone if a.base < base + max(size, 1) and base < a.end]:
+            self._drop(old)  # the driver reused memory it took back: the old record goes
         alloc = Allocation(self._next_tag, base, size, reserved, api, site, owned=owned,
                            context=context)
         self._next_tag += 1
@@ -139,15 +142,22 @@ class Registry:
         (``cuModuleGetGlobal``), pinned host memory (``cuMemAllocHost``).
         Not a leak when still there at exit."""
         known = self._at.get(base)
-        if known is not None:
+        if known is not None and known.state is State.LIVE:
             return known
+        if known is not None:  # the driver hands the address out again
+            self._drop(known)
         return self._insert(base, size, size, api, site, owned=False, context=context)
 
-    def unmapped(self, bases: list[int]) -> None:
+    def unmapped(self, bases: list[int], site: str | None = None) -> None:
+        """The memory is gone (``cuMemFreeHost``, an unregistration, a module
+        unloaded): its record stays, freed, so a stale pointer into it is a
+        use after free, until the address is handed out again."""
         for base in bases:
             alloc = self._at.get(base)
-            if alloc is not None and not alloc.owned:
-                self._forget(alloc)
+            if alloc is not None and not alloc.owned and alloc.state is State.LIVE:
+                alloc.state = State.FREED
+                alloc.freed_at = site
+                self._gone.append(alloc)
                 self.version += 1
 
     def free(self, address: int, api: str, site: CallSite | None) -> FreeResult:
@@ -183,6 +193,7 @@ class Registry:
             return []
         self._quarantine = deque(a for a in self._quarantine if a.context != context)
         self._quarantined_bytes = sum(a.reserved for a in self._quarantine)
+        self._gone = [a for a in self._gone if a.context != context]
         for alloc in gone:
             self._forget(alloc)
             del self.by_tag[alloc.tag]
@@ -191,6 +202,8 @@ class Registry:
 
     def _drop(self, alloc: Allocation) -> None:
         """Forget a record the driver has silently taken back."""
+        if alloc in self._gone:
+            self._gone.remove(alloc)
         self._forget(alloc)
         del self.by_tag[alloc.tag]
         if alloc.state is State.FREED and alloc in self._quarantine:

@@ -73,6 +73,14 @@ Decisions (see also :mod:`gpusafe.cpu.driver_profile` for the device profile):
   or an ``int`` address of a NUL-terminated string (``str`` is a TypeError, as
   in cuda-python). An ELF cubin or a fatbin cannot run on the CPU device:
   ``CUDA_ERROR_NOT_SUPPORTED``, with the reason in :func:`last_error_detail`.
+* **Memory kinds.** Pinned memory (every ``cuMemHostAlloc``, as under
+  unified addressing) and managed memory are host pages at their arena
+  address: host code and kernels use one pointer.  Registered memory gets a
+  device pointer of its own onto the program's bytes.  Pools and virtual
+  memory management work on device memory of device 0 (see
+  :mod:`.memory_kinds`, :mod:`.pools`, :mod:`.vmm`); what cannot exist on
+  the CPU device (read-only mappings, IPC handles, host pools) is
+  ``CUDA_ERROR_NOT_SUPPORTED`` naming it, and its attribute says 0.
 * **One device per driver**, ordinal 0, with one device memory shared by all
   its contexts (unified addressing). Allocations, modules, streams and events
   belong to the context that made them and go away with it.
@@ -91,7 +99,9 @@ Modules by job: :mod:`.state` (the device's state and shared checks),
 device attributes), :mod:`.contexts`, :mod:`.memory_calls` (allocations),
 :mod:`.copies` (copies and sets), :mod:`.modules`, :mod:`.functions`
 (function attributes, occupancy), :mod:`.launches`, :mod:`.streams` (streams
-and events).
+and events), :mod:`.memory_kinds` (managed and registered host memory),
+:mod:`.pools` (stream-ordered allocation, memory pools), :mod:`.vmm`
+(virtual memory management), :mod:`.pointers` (pointer attributes).
 """
 
 from __future__ import annotations
@@ -107,16 +117,19 @@ from .contexts import ContextCalls
 from .copies import CopyCalls
 from .devices import DeviceCalls
 from .launches import LaunchCalls
-from .memory_calls import MemoryCalls
+from .memory_kinds import MemoryKindCalls
 from .modules import ModuleCalls
+from .pointers import PointerCalls
+from .pools import PoolCalls
 from .streams import StreamCalls
+from .vmm import VmmCalls
 
 # every non-function name of cuda.bindings.driver (types, enums, constants)
 reexport(_real, "cu", globals())
 
 
-class Driver(DeviceCalls, ContextCalls, MemoryCalls, CopyCalls, ModuleCalls, LaunchCalls,
-             StreamCalls):
+class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
+             LaunchCalls, StreamCalls, VmmCalls, PointerCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after

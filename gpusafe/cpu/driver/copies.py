@@ -30,12 +30,19 @@ class CopyCalls(DriverBase):
         mem = self._memory
         return GLOBAL_BASE <= addr < mem.top or mem.find(addr) is not None
 
-    def _check_host_address(self, hp: _args.HostPtr, what: str) -> None:
+    def _check_host_address(self, hp: _args.HostPtr, n: int, what: str) -> None:
         """A raw int "host" address inside the device arena is a device pointer:
-        refuse it (reading it as host memory would fault the process)."""
+        refuse it (reading it as host memory would fault the process), unless
+        it is pinned or managed memory, which the host reaches there (and then
+        the range must stay inside that allocation's pages)."""
         if hp.nbytes is None and hp.address and self._in_arena(hp.address):
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
-                       f"{what}: host pointer {hp.address:#x} is a device address")
+            if not self._memory.host_visible(hp.address):
+                raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                           f"{what}: host pointer {hp.address:#x} is a device address")
+            try:
+                self._memory.view(hp.address, n)
+            except InvalidAddress as e:
+                raise invalid_address(e, f"{what}: host range") from None
 
     def _host_src(self, src: Any, n: int, what: str) -> Any:
         hp = _args.host_pointer(src)
@@ -43,7 +50,7 @@ class CopyCalls(DriverBase):
             return b""
         if hp.address == 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: NULL host pointer")
-        self._check_host_address(hp, what)
+        self._check_host_address(hp, n, what)
         if hp.nbytes is not None and hp.nbytes < n:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE,
                        f"{what}: the host buffer holds {hp.nbytes} bytes, ByteCount is {n}")
@@ -54,7 +61,7 @@ class CopyCalls(DriverBase):
         if n and hp.address == 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: NULL host pointer")
         if n:
-            self._check_host_address(hp, what)
+            self._check_host_address(hp, n, what)
         if n and hp.nbytes is not None and hp.nbytes < n:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE,
                        f"{what}: the host buffer holds {hp.nbytes} bytes, ByteCount is {n}")

@@ -70,7 +70,10 @@ class DeviceCalls(DriverBase):
         if attrib == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "CU_DEVICE_ATTRIBUTE_MAX is not an attribute")
         key = attrib.name[len("CU_DEVICE_ATTRIBUTE_"):]
-        return int(_profile.DEVICE_ATTRIBUTES.get(key, 0))
+        if key not in _profile.DEVICE_ATTRIBUTES:  # a cuda-bindings newer than the profile
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{attrib.name} is not known to the CPU device's profile")
+        return int(_profile.DEVICE_ATTRIBUTES[key])
 
     @api(1)
     def cuDeviceTotalMem(self, dev: Any) -> int:

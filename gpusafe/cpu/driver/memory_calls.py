@@ -2,47 +2,57 @@
 ``cuMemAllocHost``, ``cuMemHostAlloc``, ``cuMemFreeHost``, ``cuMemGetInfo``,
 ``cuMemGetAddressRange``).  A device allocation is one of the device
 memory's; it belongs to the context that made it and goes away with it.
-Pinned host memory is page-aligned host memory the driver keeps alive until
-it is freed (the CPU device cannot map it into its own address space).
+Pinned host memory is page-aligned host memory mapped at an arena address
+(:mod:`gpusafe.cpu.host_memory`), so kernels reach it through the pointer
+the host uses: every pinned allocation is mapped, as under unified
+addressing on a real device.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from cuda.bindings.driver import CUdeviceptr, CUstream
+from cuda.bindings.driver import CUdeviceptr
 
 from ...cudaapi import args as _args
 from ..errors import InvalidAddress, OutOfMemory
+from ..host_memory import Backing, FreshPages
 from .api import api
-from .state import Context, DriverBase, E, Fail, invalid_address
+from .state import Context, DriverBase, E, Fail, HostAllocation, invalid_address
 
-_HOSTALLOC_DEVICEMAP = 0x02
-_HOSTALLOC_MASK = 0x07
+_HOSTALLOC_MASK = 0x07  # PORTABLE | DEVICEMAP | WRITECOMBINED
 
 
 class MemoryCalls(DriverBase):
-    def _alloc(self, ctx: Context, size: int) -> int:
+    def _alloc(self, ctx: Context, size: int, host_visible: bool = False) -> int:
+        """A device allocation of ``ctx``; ``host_visible``: its bytes are
+        host pages at the same address (managed memory)."""
         if size == 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cannot allocate 0 bytes")
         mem = self._memory
         if size > mem.capacity - mem.used:
             raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY,
                        f"{size} bytes requested, {mem.capacity - mem.used} of {mem.capacity} free")
-        try:
-            addr = mem.alloc(size)
-        except (MemoryError, OutOfMemory) as e:
-            raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, str(e), e) from None
+        if host_visible:
+            addr = self._alloc_visible(size, "managed memory")
+        else:
+            try:
+                addr = mem.alloc(size)
+            except (MemoryError, OutOfMemory) as e:
+                raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, str(e), e) from None
         ctx.allocations.add(addr)
         self._alloc_owner[addr] = ctx
         return addr
 
     def _free(self, address: int) -> None:
         try:
-            self._memory.free(address)
+            freed = self._memory.free(address)
         except InvalidAddress as e:
             raise invalid_address(e, f"cuMemFree({address:#x})") from None
+        self._advice.pop(address, None)
+        pool = self._pool_of.pop(address, None)
+        if pool is not None:
+            pool.used -= freed.size
         owner = self._alloc_owner.pop(address, None)
         if owner is not None:
             owner.allocations.discard(address)
@@ -57,22 +67,6 @@ class MemoryCalls(DriverBase):
     def cuMemFree(self, dptr: Any) -> None:
         addr = _args.handle_value(dptr, CUdeviceptr)
         self._current()
-        self._free(addr)
-
-    @api(1)
-    def cuMemAllocAsync(self, bytesize: Any, hStream: Any) -> CUdeviceptr:
-        size = _args.c_int(bytesize, "size_t", "bytesize")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
-        return CUdeviceptr(self._alloc(ctx, size))
-
-    @api(0)
-    def cuMemFreeAsync(self, dptr: Any, hStream: Any) -> None:
-        addr = _args.handle_value(dptr, CUdeviceptr)
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
         self._free(addr)
 
     @api(2)
@@ -93,24 +87,24 @@ class MemoryCalls(DriverBase):
     # -- pinned host memory ------------------------------------------------------
 
     def _host_alloc(self, ctx: Context, size: int, flags: int) -> int:
+        """Pinned memory is mapped whatever the flags (unified addressing, as
+        on a real device): one address for the host and for kernels."""
         if flags & ~_HOSTALLOC_MASK:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"unknown cuMemHostAlloc flags {flags:#x}")
-        if flags & _HOSTALLOC_DEVICEMAP:
-            raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
-                       "CU_MEMHOSTALLOC_DEVICEMAP: the CPU device cannot map host memory into "
-                       "its address space (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)")
         if size == 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cannot allocate 0 bytes")
-        try:
-            raw = np.zeros(size + 4096, dtype=np.uint8)
-        except (MemoryError, ValueError) as e:  # ValueError: more than numpy can address
-            raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, str(e), e) from None
-        offset = (-raw.ctypes.data) % 4096  # page-aligned, as pinned memory is
-        buf = raw[offset: offset + size]
-        addr = int(buf.ctypes.data)
-        self._host_allocs[addr] = (raw, ctx)
+        addr = self._alloc_visible(size, "pinned host memory")
+        self._host_allocs[addr] = HostAllocation(addr, addr, size, flags, ctx)
         ctx.host_allocations.add(addr)
         return addr
+
+    def _alloc_visible(self, size: int, what: str, backing: Backing | None = None) -> int:
+        """An arena allocation whose bytes the host reaches (fresh pages unless
+        ``backing`` says otherwise)."""
+        try:
+            return self._memory.alloc(size, backing=backing or FreshPages())
+        except (MemoryError, OutOfMemory, OSError, ValueError) as e:  # ValueError: too large
+            raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, f"{what}: {e}", e) from None
 
     @api(1)
     def cuMemAllocHost(self, bytesize: Any) -> int:
@@ -131,4 +125,5 @@ class MemoryCalls(DriverBase):
         if entry is None:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE,
                        f"{hp.address:#x} was not returned by cuMemAllocHost/cuMemHostAlloc")
-        entry[1].host_allocations.discard(hp.address)
+        entry.ctx.host_allocations.discard(hp.address)
+        self._memory.free(entry.device)

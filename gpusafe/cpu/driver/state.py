@@ -14,7 +14,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-import numpy as np
 from cuda.bindings.driver import (
     CU_STREAM_LEGACY,
     CU_STREAM_PER_THREAD,
@@ -77,6 +76,41 @@ class Context:
         self.allocations: set[int] = set()
         self.host_allocations: set[int] = set()
         self.limits = dict(_profile.DEFAULT_LIMITS)
+
+
+class HostAllocation:
+    """Pinned or registered host memory: its host base, its device base (the
+    same address for pinned memory), size, flags and context."""
+
+    def __init__(self, host: int, device: int, size: int, flags: int, ctx: Context) -> None:
+        self.host = host
+        self.device = device
+        self.size = size
+        self.flags = flags
+        self.ctx = ctx
+
+
+class MemPool:
+    """A memory pool (``cuMemPool*``): its attributes and what it has handed
+    out.  Freed blocks go back at once (none is kept for reuse, so a stale
+    pointer never meets a newer block), so what it reserves is what is used."""
+
+    def __init__(self, handle: int, default: bool, max_size: int) -> None:
+        self.handle = handle
+        self.default = default
+        self.max_size = max_size  # 0: no limit
+        self.alive = True
+        self.reuse = {"FOLLOW_EVENT_DEPENDENCIES": 1, "ALLOW_OPPORTUNISTIC": 1,
+                      "ALLOW_INTERNAL_DEPENDENCIES": 1}
+        self.release_threshold = 0
+        self.used = 0
+        self.used_high = 0
+        self.reserved_high = 0
+
+    def took(self, size: int) -> None:
+        self.used += size
+        self.used_high = max(self.used_high, self.used)
+        self.reserved_high = max(self.reserved_high, self.used)
 
 
 class LoadedModule:
@@ -152,7 +186,14 @@ class DriverBase:
         self._primary_refcount = 0
         self._primary_flags = 0
         self._alloc_owner: dict[int, Context] = {}
-        self._host_allocs: dict[int, tuple[np.ndarray, Context]] = {}
+        self._host_allocs: dict[int, HostAllocation] = {}  # pinned: base -> record
+        self._registered: dict[int, HostAllocation] = {}  # registered: host base -> record
+        self._default_pool: MemPool | None = None
+        self._current_pool: MemPool | None = None
+        self._pool_of: dict[int, MemPool] = {}  # base of a pool block -> its pool
+        self._reservations: dict[int, int] = {}  # cuMemAddressReserve: base -> size
+        self._mappings: dict[int, Any] = {}  # cuMemMap: base -> vmm.Mapping
+        self._advice: dict[int, Any] = {}  # managed base -> advice.RangeAdvice
         self._observers: tuple[Observer, ...] = ()
         self._stdout: TextIO | None = None
         self._last_launch: LaunchResult | None = None
@@ -209,6 +250,8 @@ class DriverBase:
                         obj.program.unload()
                     except Exception:  # noqa: BLE001 - the state is discarded either way
                         pass
+            if memory is not self._memory:
+                self._memory.close()
             self._start(memory)
             self._generation += 1
 
@@ -295,7 +338,12 @@ class DriverBase:
                 pass
             self._alloc_owner.pop(addr, None)
         for addr in list(ctx.host_allocations):
-            self._host_allocs.pop(addr, None)
+            record = self._host_allocs.pop(addr, None) or self._registered.pop(addr, None)
+            if record is not None:
+                try:
+                    mem.free(record.device)
+                except Exception:  # noqa: BLE001 - already freed through another path
+                    pass
         for h in [*ctx.streams, *ctx.events]:
             self._handles.pop(h, None)
         ctx.allocations.clear()

@@ -1,16 +1,21 @@
-"""Streams and events (``cuStream*``, ``cuEvent*``).
+"""Streams, events and host functions (``cuStream*``, ``cuEvent*``,
+``cuLaunchHostFunc``, ``cuStreamAddCallback``).
 
 Execution is synchronous: streams and events exist and are validated, and
 every operation has finished when its call returns; ``cuEventRecord`` stores a
-host timestamp, so ``cuEventElapsedTime`` gives real milliseconds.
+host timestamp, so ``cuEventElapsedTime`` gives real milliseconds.  A host
+function or stream callback runs in its call, on the calling thread: all the
+work enqueued before it has finished, and the work after it has not started,
+which is the stream order a real device guarantees.
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import Any
 
-from cuda.bindings.driver import CUcontext, CUevent, CUstream
+from cuda.bindings.driver import CUcontext, CUevent, CUhostFn, CUstream, CUstreamCallback
 
 from ...cudaapi import args as _args
 from .api import api
@@ -19,6 +24,17 @@ from .state import DEFAULT_STREAMS, Context, DriverBase, E, Event, Fail, Stream
 _EVENT_FLAGS_MASK = 0x7
 _EVENT_DISABLE_TIMING = 0x2
 _EVENT_INTERPROCESS = 0x4
+_EVENT_RECORD_EXTERNAL = 0x1
+
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_STREAM_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+
+
+def _function_pointer(fn: Any, cls: type) -> int:
+    """The C function address cuda-python passes for ``fn`` (0 for None)."""
+    if fn is None:
+        return 0
+    return int(fn) if isinstance(fn, cls) else int(cls(fn))
 
 
 class StreamCalls(DriverBase):
@@ -100,6 +116,30 @@ class StreamCalls(DriverBase):
         if flags & ~1:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"unknown wait flags {flags:#x}")
 
+    # -- host functions ------------------------------------------------------------
+
+    @api(0)
+    def cuLaunchHostFunc(self, hStream: Any, fn: Any, userData: Any) -> None:
+        pfn = _function_pointer(fn, CUhostFn)
+        data = _args.host_pointer(userData)
+        self._stream_arg(hStream)
+        if pfn == 0:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc: NULL function")
+        _HOST_FN(pfn)(data.address)
+
+    @api(0)
+    def cuStreamAddCallback(self, hStream: Any, callback: Any, userData: Any,
+                            flags: Any) -> None:
+        pfn = _function_pointer(callback, CUstreamCallback)
+        data = _args.host_pointer(userData)
+        f = _args.c_int(flags, "unsigned int", "flags")
+        hs = _args.handle_value(hStream, CUstream)
+        self._stream_arg(hs)
+        if pfn == 0 or f != 0:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       "cuStreamAddCallback: NULL callback or flags other than 0")
+        _STREAM_CALLBACK(pfn)(hs, int(E.CUDA_SUCCESS), data.address)
+
     # -- events ----------------------------------------------------------------
 
     @api(1)
@@ -118,6 +158,18 @@ class StreamCalls(DriverBase):
 
     @api(0)
     def cuEventRecord(self, hEvent: Any, hStream: Any) -> None:
+        hs = _args.handle_value(hStream, CUstream)
+        ev = self._event(hEvent)
+        self._stream(hs, ev.ctx)
+        ev.time = time.perf_counter()
+
+    @api(0)
+    def cuEventRecordWithFlags(self, hEvent: Any, hStream: Any, flags: Any) -> None:
+        """``CU_EVENT_RECORD_EXTERNAL`` matters only in stream capture, which
+        the CPU device does not have: the record is an ordinary one."""
+        f = _args.c_int(flags, "unsigned int", "flags")
+        if f & ~_EVENT_RECORD_EXTERNAL:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"unknown event record flags {f:#x}")
         hs = _args.handle_value(hStream, CUstream)
         ev = self._event(hEvent)
         self._stream(hs, ev.ctx)

@@ -45,9 +45,13 @@ Decisions:
   the address (unified addressing), as ``cuMemcpy`` does. Host buffers are
   what cuda-python accepts (``int`` addresses, buffer-protocol objects); a
   buffer shorter than ``count`` is ``cudaErrorInvalidValue``.
+* **Memory kinds**: managed memory (``cudaMallocManaged``: one pointer for
+  host and kernels), mapped and registered host memory
+  (``cudaHostAlloc``, ``cudaHostRegister``, ``cudaHostGetDevicePointer``)
+  and memory pools (``cudaMallocAsync``, ``cudaMemPool*``) are the driver's
+  (:mod:`gpusafe.cpu.driver.memory_kinds`, :mod:`gpusafe.cpu.driver.pools`).
 * **Unimplemented functions are absent**, as in :mod:`gpusafe.cpu.driver`:
-  ``cudaMallocManaged`` (the CPU device has no managed memory), the library
-  and graph APIs, 2D/3D copies, arrays, textures, ... raise
+  the library and graph APIs, 2D/3D copies, arrays, textures, ... raise
   ``AttributeError`` naming the function; under ``gpusafe run`` the
   interposer turns them into ``NotImplementedError``. ``IMPLEMENTED`` lists
   what is implemented.
@@ -73,12 +77,14 @@ from .base import to_cuda_error as to_cuda_error
 from .devices import DeviceCalls
 from .memory_calls import PITCH_ALIGNMENT as PITCH_ALIGNMENT
 from .memory_calls import MemoryCalls
+from .memory_kinds import MemoryKindCalls
+from .pools import PoolCalls
 from .streams import StreamCalls
 
 # every non-function name of cuda.bindings.runtime (types, enums, constants)
 reexport(_real, "cuda", globals())
 
-class Runtime(DeviceCalls, MemoryCalls, StreamCalls):
+class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls):
     """cuda-python's runtime API on one CPU device (the driver ``driver``)."""
 
     IMPLEMENTED: frozenset[str] = frozenset()

@@ -1,6 +1,9 @@
 """Errors, versions and the device (``cudaGetError*``, ``cudaGetLastError``,
 ``cuda*GetVersion``, ``cudaGetDevice*``, ``cudaSetDevice``,
-``cudaDeviceSynchronize``, ``cudaDeviceReset``, ``cudaDevice{Get,Set}Limit``).
+``cudaDeviceGetAttribute``, ``cudaGetDeviceProperties``,
+``cuda{Set,Get}DeviceFlags``, ``cudaDeviceSynchronize``, ``cudaDeviceReset``,
+``cudaDevice{Get,Set}Limit``).  Every attribute and property is the driver's
+(:mod:`gpusafe.cpu.driver_profile`), so the two APIs never disagree.
 """
 
 from __future__ import annotations
@@ -57,7 +60,79 @@ _PROP_ATTRIBUTES = {
     "reservedSharedMemPerBlock": "RESERVED_SHARED_MEMORY_PER_BLOCK",
     "memoryPoolsSupported": "MEMORY_POOLS_SUPPORTED",
     "clusterLaunch": "CLUSTER_LAUNCH",
+    "accessPolicyMaxWindowSize": "MAX_ACCESS_POLICY_WINDOW_SIZE",
+    "canUseHostPointerForRegisteredMem": "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM",
+    "computePreemptionSupported": "COMPUTE_PREEMPTION_SUPPORTED",
+    "concurrentManagedAccess": "CONCURRENT_MANAGED_ACCESS",
+    "deferredMappingCudaArraySupported": "DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED",
+    "deviceNumaConfig": "NUMA_CONFIG",
+    "deviceNumaId": "NUMA_ID",
+    "directManagedMemAccessFromHost": "DIRECT_MANAGED_MEM_ACCESS_FROM_HOST",
+    "gpuDirectRDMAFlushWritesOptions": "GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS",
+    "gpuDirectRDMASupported": "GPU_DIRECT_RDMA_SUPPORTED",
+    "gpuDirectRDMAWritesOrdering": "GPU_DIRECT_RDMA_WRITES_ORDERING",
+    "gpuPciDeviceID": "GPU_PCI_DEVICE_ID",
+    "gpuPciSubsystemID": "GPU_PCI_SUBSYSTEM_ID",
+    "hostNativeAtomicSupported": "HOST_NATIVE_ATOMIC_SUPPORTED",
+    "hostNumaId": "HOST_NUMA_ID",
+    "hostNumaMultinodeIpcSupported": "HOST_NUMA_MULTINODE_IPC_SUPPORTED",
+    "hostRegisterReadOnlySupported": "READ_ONLY_HOST_REGISTER_SUPPORTED",
+    "hostRegisterSupported": "HOST_REGISTER_SUPPORTED",
+    "ipcEventSupported": "IPC_EVENT_SUPPORTED",
+    "memoryPoolSupportedHandleTypes": "MEMPOOL_SUPPORTED_HANDLE_TYPES",
+    "mpsEnabled": "MPS_ENABLED",
+    "pageableMemoryAccess": "PAGEABLE_MEMORY_ACCESS",
+    "pageableMemoryAccessUsesHostPageTables": "PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
+    "persistingL2CacheMaxSize": "MAX_PERSISTING_L2_CACHE_SIZE",
+    "sparseCudaArraySupported": "SPARSE_CUDA_ARRAY_SUPPORTED",
+    "timelineSemaphoreInteropSupported": "TIMELINE_SEMAPHORE_INTEROP_SUPPORTED",
+    "unifiedFunctionPointers": "UNIFIED_FUNCTION_POINTERS",
+    "maxTexture1D": "MAXIMUM_TEXTURE1D_WIDTH",
+    "maxTexture1DMipmap": "MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH",
+    "maxTextureCubemap": "MAXIMUM_TEXTURECUBEMAP_WIDTH",
+    "maxSurface1D": "MAXIMUM_SURFACE1D_WIDTH",
+    "maxSurfaceCubemap": "MAXIMUM_SURFACECUBEMAP_WIDTH",
 }
+
+# cudaDeviceProp array field -> the CUdevice_attribute names of its elements
+_PROP_ARRAYS = {
+    "maxThreadsDim": ("MAX_BLOCK_DIM_X", "MAX_BLOCK_DIM_Y", "MAX_BLOCK_DIM_Z"),
+    "maxGridSize": ("MAX_GRID_DIM_X", "MAX_GRID_DIM_Y", "MAX_GRID_DIM_Z"),
+    "maxTexture2D": ("MAXIMUM_TEXTURE2D_WIDTH", "MAXIMUM_TEXTURE2D_HEIGHT"),
+    "maxTexture2DMipmap": ("MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH",
+                           "MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT"),
+    "maxTexture2DLinear": ("MAXIMUM_TEXTURE2D_LINEAR_WIDTH", "MAXIMUM_TEXTURE2D_LINEAR_HEIGHT",
+                           "MAXIMUM_TEXTURE2D_LINEAR_PITCH"),
+    "maxTexture2DGather": ("MAXIMUM_TEXTURE2D_GATHER_WIDTH", "MAXIMUM_TEXTURE2D_GATHER_HEIGHT"),
+    "maxTexture3D": ("MAXIMUM_TEXTURE3D_WIDTH", "MAXIMUM_TEXTURE3D_HEIGHT",
+                     "MAXIMUM_TEXTURE3D_DEPTH"),
+    "maxTexture3DAlt": ("MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE", "MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE",
+                        "MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE"),
+    "maxTexture1DLayered": ("MAXIMUM_TEXTURE1D_LAYERED_WIDTH", "MAXIMUM_TEXTURE1D_LAYERED_LAYERS"),
+    "maxTexture2DLayered": ("MAXIMUM_TEXTURE2D_LAYERED_WIDTH", "MAXIMUM_TEXTURE2D_LAYERED_HEIGHT",
+                            "MAXIMUM_TEXTURE2D_LAYERED_LAYERS"),
+    "maxTextureCubemapLayered": ("MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH",
+                                 "MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS"),
+    "maxSurface2D": ("MAXIMUM_SURFACE2D_WIDTH", "MAXIMUM_SURFACE2D_HEIGHT"),
+    "maxSurface3D": ("MAXIMUM_SURFACE3D_WIDTH", "MAXIMUM_SURFACE3D_HEIGHT",
+                     "MAXIMUM_SURFACE3D_DEPTH"),
+    "maxSurface1DLayered": ("MAXIMUM_SURFACE1D_LAYERED_WIDTH", "MAXIMUM_SURFACE1D_LAYERED_LAYERS"),
+    "maxSurface2DLayered": ("MAXIMUM_SURFACE2D_LAYERED_WIDTH", "MAXIMUM_SURFACE2D_LAYERED_HEIGHT",
+                            "MAXIMUM_SURFACE2D_LAYERED_LAYERS"),
+    "maxSurfaceCubemapLayered": ("MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH",
+                                 "MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS"),
+}
+
+PROP_FIELDS_NOT_ATTRIBUTES = frozenset({
+    "name", "totalGlobalMem", "uuid", "luid", "luidDeviceNodeMask", "reserved",
+})
+"""cudaDeviceProp fields no device attribute answers: set from the profile
+(name, memory) or left as the runtime leaves them on Linux (LUID: Windows)."""
+
+_DEVICE_FLAGS_MASK = 0x07 | 0x08 | 0x10 | 0x20
+"""cudaDeviceScheduleMask, cudaDeviceMapHost, cudaDeviceLmemResizeToMax and
+cudaDeviceSyncMemops: the flags cudaSetDeviceFlags takes."""
+_MAP_HOST = 0x08
 
 
 class DeviceCalls(RuntimeBase):
@@ -134,9 +209,49 @@ class DeviceCalls(RuntimeBase):
 
         for field, name in _PROP_ATTRIBUTES.items():
             setattr(prop, field, get(name))
-        prop.maxThreadsDim = [get(f"MAX_BLOCK_DIM_{c}") for c in "XYZ"]
-        prop.maxGridSize = [get(f"MAX_GRID_DIM_{c}") for c in "XYZ"]
+        for field, names in _PROP_ARRAYS.items():
+            setattr(prop, field, [get(n) for n in names])
         return prop
+
+    @api(1)
+    def cudaDeviceGetAttribute(self, attr: Any, device: Any) -> int:
+        """The driver's attribute of the same value (the runtime's enum mirrors it).
+        As in cuda-bindings, ``attr`` is anything with the enum's ``.value``:
+        NVIDIA's examples pass a driver ``CUdevice_attribute`` here."""
+        if attr is None:
+            raise TypeError("Argument 'attr' must not be None")
+        value = int(attr.value)
+        d = device_ordinal(device)
+        self._init()
+        try:
+            attribute = CUdevice_attribute(value)
+        except ValueError:
+            raise Fail(cudaError_t.cudaErrorInvalidValue) from None
+        return int(check(self.driver.cuDeviceGetAttribute(attribute, CUdevice(d))))
+
+    # -- device flags (the primary context's flags) ---------------------------------
+
+    @api(0)
+    def cudaSetDeviceFlags(self, flags: Any) -> None:
+        """Flags of the current device's primary context.  ``cudaDeviceMapHost``
+        is accepted and changes nothing: host memory is always mapped on the
+        CPU device (``canMapHostMemory`` is 1)."""
+        f = _args.c_int(flags, "unsigned int", "flags")
+        if f & ~_DEVICE_FLAGS_MASK:
+            raise Fail(cudaError_t.cudaErrorInvalidValue)
+        self._init()
+        drv = self.driver
+        dev = int(check(drv.cuCtxGetDevice())) if int(check(drv.cuCtxGetCurrent())) else 0
+        check(drv.cuDevicePrimaryCtxSetFlags(CUdevice(dev), f & ~_MAP_HOST))
+
+    @api(1)
+    def cudaGetDeviceFlags(self) -> int:
+        self._init()
+        drv = self.driver
+        dev = int(check(drv.cuCtxGetDevice())) if int(check(drv.cuCtxGetCurrent())) else 0
+        flags, _active = check(drv.cuDevicePrimaryCtxGetState(CUdevice(dev)))
+        # the real runtime reports cudaDeviceMapHost on every device that can map
+        return int(flags) | _MAP_HOST
 
     @api(0)
     def cudaDeviceSynchronize(self) -> None:
