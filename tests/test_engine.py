@@ -429,3 +429,70 @@ def test_memory_kinds_reach_the_registry_through_the_driver_door() -> None:
     assert w["cuMemUnmap"](va, 2 << 20) == (OK,)
     assert reg.find(va).state is State.FREED and reg.find(va).freed_at is not None
     d.reset()
+
+
+# -- records that outlive a faulting context (the CUDA backend's arrangement) ----
+
+FAULTING = r"""
+extern "C" __device__ void __assertfail(const char*, const char*, unsigned, const char*, size_t);
+extern "C" __global__ void write_then_assert(int* out, int n)
+{
+    int i = threadIdx.x;
+    out[i] = i;                                                  // past the end from n on
+    if (i >= n + 8) __assertfail("i < n + 8", "f.cu", 7, "k", 1);  // then the kernel faults
+}
+"""
+
+
+class _AsOnAGpu:
+    """The CPU device arranged as the CUDA backend is: launches through the
+    driver API, gpusafe's records in memory it allocates through that API
+    (device memory for the table and contexts, mapped host memory for the
+    violation records), and a fault that makes the context's error sticky."""
+
+    name = "cuda"
+    synchronous = False
+    record_memory = None
+    unsupported_results: frozenset = frozenset()
+
+    def __init__(self) -> None:
+        from gpusafe.cpu.driver import Driver
+
+        self.driver = Driver(red_zone=0, quarantine=0)
+        self.runtime = None
+
+    def fault_detail(self) -> str | None:
+        return self.driver.last_error_detail()
+
+    def unsupported_reason(self) -> str:
+        return ""
+
+
+def test_the_records_of_a_launch_that_faults_are_read_after_the_fault() -> None:
+    import numpy as np
+
+    from gpusafe.engine.launches import DeviceMemoryError, DriverMemory
+    from gpusafe_testkit.corpus import nvrtc_compile
+
+    backend = _AsOnAGpu()
+    engine = Engine(backend, Findings(ReportBuilder(["app"], "cuda")), Policy())
+    d = backend.driver
+    names = ("cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc", "cuLaunchKernel")
+    w = DriverDoor(engine, {n: getattr(d, n) for n in names}).wrappers()
+    assert d.cuInit(0)[0] == OK and d.cuCtxCreate(None, 0, 0)[0] == OK
+    ptx = nvrtc_compile(FAULTING, "f.cu", "compute_75")
+    _, module = w["cuModuleLoadData"](ptx.encode() + b"\0")
+    _, fn = w["cuModuleGetFunction"](module, b"write_then_assert")
+    _, out = w["cuMemAlloc"](4 * 16)
+    values = [np.array([int(out)], dtype=np.uint64), np.array([16], dtype=np.int32)]
+    params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+    err, = w["cuLaunchKernel"](fn, 1, 1, 1, 64, 1, 1, 0, 0, params.ctypes.data, 0)
+    assert err == cuda_driver.CUresult.CUDA_ERROR_ASSERT
+    # the context is dead: nothing can be copied out of its device memory now ...
+    with pytest.raises(DeviceMemoryError):
+        DriverMemory(d).read(int(out), 4)
+    # ... yet the writes past the end, recorded before the fault, are reported
+    report = engine.findings.report.build(exit_code=1).to_dict()
+    assert [(v["kind"], v["access"]) for v in report["violations"]] == [
+        ("global-out-of-bounds", "write")]
+    assert report["faults"][0]["error"] == "CUDA_ERROR_ASSERT"
