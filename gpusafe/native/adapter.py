@@ -1,0 +1,79 @@
+"""Where the stand-in driver's C stubs land: :func:`dispatch` runs one
+driver call of a native program (or of a framework that loads the driver
+itself) through the gpusafe session of its process.
+
+A function the stand-in does not serve returns ``CUDA_ERROR_NOT_SUPPORTED``
+to the program and is named in the findings as gpusafe's own limit, so a run
+that needed it never reads as a clean pass.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..doors.wrappers import unimplemented
+from ..process import session as _session
+from .calls import BY_SYMBOL, CALLS, NEWER_ABI, NOT_SUPPORTED
+from .table import Row, rows
+
+NOT_INITIALIZED = 3
+UNKNOWN = 999
+
+_reported: set[str] = set()
+
+
+def _current() -> _session.Session | None:
+    session = _session.current()
+    if session is None and "GPUSAFE_SESSION" in os.environ:
+        session = _session.start()  # the start-up hook did not run in this process
+    return session
+
+
+def _not_served(row: Row, session: _session.Session) -> int:
+    """Say once per function that the program called what the CPU device
+    does not serve."""
+    label = row.label
+    if label not in _reported:
+        _reported.add(label)
+        try:
+            unimplemented(label)()
+        except NotImplementedError as e:
+            session.findings.problem(
+                f"{e} (a native call: the program got CUDA_ERROR_NOT_SUPPORTED)")
+            session.flush()
+    return NOT_SUPPORTED
+
+
+def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
+    """One call of the driver function of row ``index`` with its C arguments."""
+    session = _current()
+    if session is None:
+        print("gpusafe: the stand-in CUDA driver runs only under `gpusafe run --device cpu`",
+              file=sys.stderr)
+        return NOT_INITIALIZED
+    row = rows()[index]
+    call = None
+    if typed and row.symbol in BY_SYMBOL:
+        call = BY_SYMBOL[row.symbol]
+    elif typed and row.symbol not in NEWER_ABI:
+        call = CALLS.get(row.base)
+    if call is None:
+        return _not_served(row, session)
+    try:
+        return call(*args)
+    except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
+        session.findings.problem(
+            f"the stand-in CUDA driver failed in {row.label}: {type(e).__name__}: {e}")
+        session.flush()
+        return UNKNOWN
+
+
+def finish() -> Any:
+    """At a native program's exit: its findings written for ``gpusafe run``."""
+    session = _session.current()
+    if session is not None:
+        session.finish()
+    sys.stdout.flush()
+    sys.stderr.flush()
