@@ -94,7 +94,7 @@ def library_dir() -> Path:
         (work / "libcuda.c").write_text(text)
         cmd = [compiler, "-shared", "-fPIC", "-O1", "-fvisibility=default",
                f"-Wl,-soname,{LIBRARY}", "-o", str(work / LIBRARY), str(work / "libcuda.c"),
-               *flags, "-lpthread"]
+               *flags, "-lpthread", "-ldl"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildError("building the stand-in CUDA driver failed:\n" + done.stderr[-4000:])

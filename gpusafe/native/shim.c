@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,11 @@ static int gs_set_argv(PyConfig *config) {
 static void gs_start_interpreter(void) {
     if (Py_IsInitialized())
         return; /* a Python program: its interpreter serves the calls */
+    /* A program that dlopens the driver loads libpython with it, locally:
+     * extension modules need its symbols global, as in the python binary. */
+    Dl_info self;
+    if (dladdr((void *)Py_InitializeFromConfig, &self) && self.dli_fname)
+        dlopen(self.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0; /* the program keeps its own signals */

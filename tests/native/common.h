@@ -16,7 +16,7 @@
         }                                                                      \
     } while (0)
 
-static char *read_ptx(const char *path) {
+__attribute__((unused)) static char *read_ptx(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         perror(path);

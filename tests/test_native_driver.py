@@ -1,0 +1,186 @@
+"""The stand-in ``libcuda.so.1`` (issue 11): its exported symbols, and
+native C programs using the driver API, built at test time with ``cc``
+against the pip toolkit's ``cuda.h``, run under ``gpusafe run --device cpu``
+with their findings, output and exit status checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpusafe.native import table
+from gpusafe.native.build import source
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "tests" / "native"
+
+
+def _include() -> Path | None:
+    for entry in sys.path:
+        candidate = Path(entry) / "nvidia" / "cu13" / "include"
+        if (candidate / "cuda.h").is_file():
+            return candidate
+    return None
+
+
+INCLUDE = _include()
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None or INCLUDE is None,
+                              reason="needs a C compiler and the pip toolkit's cuda.h")
+
+
+# -- the table and the generated source (no compiler) --------------------------------
+
+
+def test_table_names_what_cuda_h_makes_a_program_call() -> None:
+    by_symbol = {r.symbol: r for r in table.rows() if r.symbol}
+    assert by_symbol["cuMemAlloc_v2"].base == "cuMemAlloc"
+    assert by_symbol["cuCtxCreate_v4"].params[1][0] == "ptr"
+    assert by_symbol["cuMemcpyHtoDAsync_v2_ptsz"].per_thread
+    assert by_symbol["cuCtxSynchronize_v2"].version == 13000
+    assert not by_symbol["cuMemPrefetchAsync_v2"].typed  # a struct by value
+    older = [r for r in table.rows() if r.base == "cuCtxCreate" and r.symbol is None]
+    assert [r.version for r in older] == [3020, 11040]
+    assert older[0].label == "cuCtxCreate (the ABI of CUDA 3.2)"
+
+
+def test_generated_stubs_declare_the_c_types() -> None:
+    text = source()
+    assert "CUresult cuMemAlloc_v2(void * p0, unsigned long long p1) {" in text
+    assert "CUresult cuMemPrefetchAsync_v2(void) {" in text
+    assert '{"cuCtxCreate", 3020, 0, (void *)gs_old_' in text
+
+
+# -- the built library and native programs (slow) --------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The stand-in driver and the test programs, with their kernels' PTX."""
+    if shutil.which("cc") is None or INCLUDE is None:
+        pytest.skip("needs a C compiler and the pip toolkit's cuda.h")
+    from gpusafe.native.build import library_dir
+    from gpusafe_testkit.corpus import nvrtc_compile
+
+    lib = library_dir()
+    out = tmp_path_factory.mktemp("native")
+    for kernel in ("saxpy", "fill"):
+        cu = SOURCES / f"{kernel}.cu"
+        ptx = nvrtc_compile(cu.read_text(), str(cu), options=["-lineinfo"])
+        (out / f"{kernel}.ptx").write_text(ptx)
+    programs = {"lib": lib}
+    for name in ("saxpy", "oob", "double_free", "unimplemented", "proc_address"):
+        exe = out / name
+        link = ["-ldl"] if name == "proc_address" else [f"-L{lib}", "-lcuda"]
+        subprocess.run(["cc", "-Wall", "-Werror", "-o", str(exe), str(SOURCES / f"{name}.c"),
+                        f"-I{INCLUDE}", *link], check=True)
+        programs[name] = exe
+    programs["dir"] = out
+    return programs
+
+
+def _run(argv: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / "report.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cpu",
+                           "--json", str(report), "--", *argv],
+                          capture_output=True, text=True, env=env, timeout=300)
+    doc = json.loads(report.read_text()) if report.exists() else {}
+    return done, doc
+
+
+@pytest.mark.slow
+@needs_cc
+def test_stand_in_exports_the_versioned_symbols(built: dict[str, Path]) -> None:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(built["lib"] / "libcuda.so.1")],
+                         capture_output=True, text=True, check=True).stdout
+    symbols = {line.split()[-1] for line in out.splitlines()}
+    for name in ("cuInit", "cuMemAlloc_v2", "cuCtxCreate_v4", "cuMemcpyHtoDAsync_v2_ptsz",
+                 "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuGetProcAddress",
+                 "cuGetProcAddress_v2", "cuGetExportTable", "cuCtxSynchronize_v2"):
+        assert name in symbols
+    exported = {r.symbol for r in table.rows() if r.symbol}
+    assert exported <= symbols
+    assert not any(s.startswith("gs_") for s in symbols)  # the shim's own stay hidden
+
+
+@pytest.mark.slow
+@needs_cc
+def test_correct_program_passes_with_its_own_exit(built: dict[str, Path],
+                                                  tmp_path: Path) -> None:
+    done, doc = _run([str(built["saxpy"]), str(built["dir"] / "saxpy.ptx")], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "saxpy ok" in done.stdout
+    assert doc["violations"] == []
+    assert doc["checked_kernels"] == [{"name": "saxpy", "launches": 1}]
+    assert doc["command"] == [str(built["saxpy"]), str(built["dir"] / "saxpy.ptx")]
+
+
+@pytest.mark.slow
+@needs_cc
+def test_out_of_bounds_write_is_reported_at_its_line(built: dict[str, Path],
+                                                     tmp_path: Path) -> None:
+    done, doc = _run([str(built["oob"]), str(built["dir"] / "fill.ptx")], tmp_path)
+    assert done.returncode == 86, done.stderr
+    assert "oob done" in done.stdout
+    [v] = doc["violations"]
+    assert (v["kind"], v["access"], v["size"], v["kernel"]) == (
+        "global-out-of-bounds", "write", 4, "fill")
+    assert v["location"]["file"] == str(SOURCES / "fill.cu")
+    assert v["location"]["line"] == 4
+    assert (v["allocation"]["size"], v["allocation"]["offset"]) == (1024, 1024)
+    assert v["threads"] == [{"block": [1, 0, 0], "thread": [0, 0, 0]}]
+
+
+@pytest.mark.slow
+@needs_cc
+def test_use_after_free_and_double_free(built: dict[str, Path], tmp_path: Path) -> None:
+    done, doc = _run([str(built["double_free"])], tmp_path)
+    assert done.returncode == 86, done.stderr
+    # both calls are refused (CUDA_ERROR_INVALID_VALUE), as on the Python door
+    assert "copy after free: 1, second free: 1" in done.stdout
+    kinds = [v["kind"] for v in doc["violations"]]
+    assert kinds == ["use-after-free", "double-free"]
+    assert all(v["allocation"]["size"] == 256 for v in doc["violations"])
+
+
+@pytest.mark.slow
+@needs_cc
+def test_unimplemented_calls_are_named_and_fail_the_run(built: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    done, _ = _run([str(built["unimplemented"])], tmp_path)
+    assert "cuGraphCreate: 801, cuMemPrefetchAsync: 801" in done.stdout
+    assert done.returncode == 2
+    assert "cuGraphCreate is not implemented" in done.stderr
+    assert "cuMemPrefetchAsync_v2 is not implemented" in done.stderr
+
+
+@pytest.mark.slow
+@needs_cc
+def test_entry_points_through_dlopen_and_cuGetProcAddress(built: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    done, doc = _run([str(built["proc_address"])], tmp_path)
+    assert "resolved through cuGetProcAddress; overlong copy: 1" in done.stdout, done.stderr
+    assert done.returncode == 86
+    [v] = doc["violations"]
+    assert v["kind"] == "api-out-of-bounds"
+    assert v["allocation"]["size"] == 64
+
+
+@pytest.mark.slow
+@needs_cc
+def test_native_program_without_gpusafe_session_is_refused(built: dict[str, Path]) -> None:
+    """The stand-in outside ``gpusafe run``: every call fails, loudly."""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(built["lib"]), PYTHONPATH=str(ROOT))
+    env.pop("GPUSAFE_SESSION", None)
+    env["GPUSAFE_PYTHON"] = sys.executable
+    done = subprocess.run([str(built["saxpy"]), str(built["dir"] / "saxpy.ptx")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 3
+    assert "runs only under `gpusafe run --device cpu`" in done.stderr
