@@ -15,13 +15,15 @@ from typing import Any
 
 from ..doors.wrappers import unimplemented
 from ..process import session as _session
-from .calls import BY_SYMBOL, CALLS, NEWER_ABI, NOT_SUPPORTED
-from .table import Row, rows
+from . import libraries
+from .calls import BY_SYMBOL, CALLS, NEWER_ABI, NOT_SUPPORTED, NotServed
+from .table import rows
 
 NOT_INITIALIZED = 3
 UNKNOWN = 999
 
 _reported: set[str] = set()
+_SERVED = {**CALLS, **libraries.CALLS}
 
 
 def _current() -> _session.Session | None:
@@ -31,10 +33,9 @@ def _current() -> _session.Session | None:
     return session
 
 
-def _not_served(row: Row, session: _session.Session) -> int:
+def _not_served(label: str, session: _session.Session) -> int:
     """Say once per function that the program called what the CPU device
     does not serve."""
-    label = row.label
     if label not in _reported:
         _reported.add(label)
         try:
@@ -58,11 +59,13 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
     if typed and row.symbol in BY_SYMBOL:
         call = BY_SYMBOL[row.symbol]
     elif typed and row.symbol not in NEWER_ABI:
-        call = CALLS.get(row.base)
+        call = _SERVED.get(row.base)
     if call is None:
-        return _not_served(row, session)
+        return _not_served(row.label, session)
     try:
         return call(*args)
+    except NotServed as e:
+        return _not_served(str(e), session)
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(
             f"the stand-in CUDA driver failed in {row.label}: {type(e).__name__}: {e}")

@@ -21,6 +21,11 @@ from ..cudaapi.images import ELF_MAGIC, FATBIN_MAGICS
 NOT_SUPPORTED = 801
 INVALID_VALUE = 1
 
+class NotServed(Exception):
+    """A form of a served function that the stand-in does not serve (the
+    adapter names it in the findings, the program gets NOT_SUPPORTED)."""
+
+
 _ERROR_TEXTS: dict[tuple[str, int], ctypes.Array] = {}
 """The C strings cuGetErrorName/String hand out: they must outlive the call."""
 
@@ -32,6 +37,10 @@ def _put(address: int, value: int, ctype: type = ctypes.c_uint64) -> None:
 
 def _put_i32(address: int, value: int) -> None:
     _put(address, value, ctypes.c_int32)
+
+
+def _put_u32(address: int, value: int) -> None:
+    _put(address, value, ctypes.c_uint32)
 
 
 def _cstr(address: int) -> bytes:
@@ -206,10 +215,88 @@ def _error_text(name: str) -> Callable[..., int]:
     return call
 
 
+def _enum_call(name: str, enum: str, position: int, outputs: tuple[Callable[[int, int], None],
+                                                          ...] = ()) -> Callable[..., int]:
+    """A call with an enum argument at C ``position`` (after the output
+    pointers) and outputs first: the enum built as cuda-python wants it."""
+
+    def call(*args: int) -> int:
+        outs, rest = args[:len(outputs)], list(args[len(outputs):])
+        try:
+            rest[position] = getattr(D, enum)(rest[position])
+        except ValueError:
+            return INVALID_VALUE
+        result = getattr(D, name)(*rest)
+        if result[0] == D.CUresult.CUDA_SUCCESS:
+            for put, out, value in zip(outputs, outs, result[1:], strict=False):
+                put(out, int(value))
+        return int(result[0])
+
+    return call
+
+
+def _outputs_last(name: str, n_in: int, *puts: Callable[[int, int], None]) -> Callable[..., int]:
+    """``cuX(in..., T *out...)``: outputs after the inputs."""
+
+    def call(*args: int) -> int:
+        result = getattr(D, name)(*args[:n_in])
+        if result[0] == D.CUresult.CUDA_SUCCESS:
+            for put, out, value in zip(puts, args[n_in:], result[1:], strict=True):
+                put(out, int(value))
+        return int(result[0])
+
+    return call
+
+
+def _device_uuid(out: int, dev: int) -> int:
+    """The CPU device's UUID: fixed bytes naming gpusafe, per device ordinal
+    (the identity frameworks key their device objects on)."""
+    err, _ = D.cuDeviceGetName(16, dev)
+    if err == D.CUresult.CUDA_SUCCESS and out:
+        ctypes.memmove(out, b"gpusafe-cpu-dv" + bytes([0, dev & 0xFF]), 16)
+    return int(err)
+
+
+def _c_text(name: str) -> Callable[..., int]:
+    """``cuX(char *out, int length, args...)`` from ``cuX(length, args...) -> (err, bytes)``."""
+
+    def call(out: int, length: int, *args: int) -> int:
+        err, text = getattr(D, name)(length, *args)
+        if err == D.CUresult.CUDA_SUCCESS and length > 0:
+            data = bytes(text).split(b"\0", 1)[0][: length - 1] + b"\0"
+            ctypes.memmove(out, data, len(data))
+        return int(err)
+
+    return call
+
+
+def _func_get_name(out: int, f: int) -> int:
+    err, name = D.cuFuncGetName(f)
+    if err == D.CUresult.CUDA_SUCCESS:
+        buffer = _ERROR_TEXTS.setdefault(("cuFuncGetName", f), ctypes.create_string_buffer(name))
+        _put(out, ctypes.addressof(buffer))
+    return int(err)
+
+
 def _launch(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
             stream: int, params: int, extra: int) -> int:
     return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params or None,
                                 extra or None)[0])
+
+
+def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
+    """``cuLaunchKernelEx``: the C ``CUlaunchConfig`` read into cuda-python's."""
+    if not config:
+        return INVALID_VALUE
+    dims = (ctypes.c_uint32 * 7).from_address(config)
+    stream = ctypes.c_uint64.from_address(config + 32).value
+    if ctypes.c_uint32.from_address(config + 48).value:
+        raise NotServed("cuLaunchKernelEx with launch attributes")
+    c = D.CUlaunchConfig()
+    (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
+     c.sharedMemBytes) = tuple(dims)
+    c.hStream = D.CUstream(stream)
+    return int(D.cuLaunchKernelEx(c, f, params or None, extra or None)[0])
 
 
 def _table() -> dict[str, Callable[..., int]]:
@@ -232,15 +319,35 @@ def _table() -> dict[str, Callable[..., int]]:
         "cuGetErrorName": _error_text("cuGetErrorName"),
         "cuGetErrorString": _error_text("cuGetErrorString"),
         "cuLaunchKernel": _launch,
+        "cuLaunchKernelEx": _launch_ex,
+        "cuDeviceGetUuid": _device_uuid,
+        "cuDeviceGetPCIBusId": _c_text("cuDeviceGetPCIBusId"),
+        "cuFuncGetName": _func_get_name,
+        "cuCtxGetLimit": _enum_call("cuCtxGetLimit", "CUlimit", 0, (_put,)),
+        "cuCtxSetLimit": _enum_call("cuCtxSetLimit", "CUlimit", 0),
+        "cuFuncSetAttribute": _enum_call("cuFuncSetAttribute", "CUfunction_attribute", 1),
+        "cuFuncSetCacheConfig": _enum_call("cuFuncSetCacheConfig", "CUfunc_cache", 1),
+        "cuCtxGetStreamPriorityRange": _two_outputs("cuCtxGetStreamPriorityRange"),
+        "cuDevicePrimaryCtxGetState": _outputs_last("cuDevicePrimaryCtxGetState", 1,
+                                                    _put_u32, _put_i32),
+        "cuFuncGetParamInfo": _outputs_last("cuFuncGetParamInfo", 2, _put, _put),
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor": out1_i32(
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     }
-    for name in ("cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuCtxGetDevice"):
+    for name in ("cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuCtxGetDevice",
+                 "cuModuleGetFunctionCount"):
         calls[name] = out1_i32(name)
-    for name in ("cuDeviceTotalMem", "cuCtxGetCurrent", "cuCtxPopCurrent",
+    calls["cuCtxGetFlags"] = _out1(_put_u32)("cuCtxGetFlags")
+    for name, put in (("cuStreamGetFlags", _put_u32), ("cuStreamGetPriority", _put_i32),
+                      ("cuStreamGetCtx", _put), ("cuCtxGetApiVersion", _put_u32)):
+        calls[name] = _outputs_last(name, 1, put)
+    for name in ("cuDeviceTotalMem", "cuCtxGetCurrent", "cuStreamCreateWithPriority",
+                 "cuFuncGetModule", "cuCtxPopCurrent",
                  "cuDevicePrimaryCtxRetain", "cuMemAlloc", "cuMemAllocHost", "cuMemHostAlloc",
                  "cuMemAllocManaged", "cuMemAllocAsync", "cuStreamCreate", "cuEventCreate"):
         calls[name] = out1(name)
     for name in ("cuInit", "cuCtxDestroy", "cuCtxSynchronize", "cuCtxSetCurrent",
-                 "cuCtxPushCurrent", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
+                 "cuCtxPushCurrent", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxReset",
                  "cuModuleUnload", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost",
                  "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpy",
                  "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpyAsync",

@@ -26,6 +26,7 @@
 typedef int CUresult;
 #define GS_SUCCESS 0
 #define GS_ERROR_NOT_INITIALIZED 3
+#define GS_ERROR_DEINITIALIZED 4
 #define GS_ERROR_NOT_FOUND 500
 #define GS_ERROR_UNKNOWN 999
 
@@ -117,6 +118,10 @@ static CUresult gs_call(int fn, int n, const gs_arg *a) {
     pthread_once(&gs_once, gs_start_interpreter);
     if (gs_failed)
         return GS_ERROR_NOT_INITIALIZED;
+    /* Calls made while the interpreter shuts down (a framework's finalizers
+     * unloading modules) get what a driver gives a process shutting down. */
+    if (!Py_IsInitialized() || _Py_IsFinalizing())
+        return GS_ERROR_DEINITIALIZED;
     PyGILState_STATE gil = PyGILState_Ensure();
     CUresult rc = GS_ERROR_NOT_INITIALIZED;
     if (!gs_dispatch_fn && !gs_import())
