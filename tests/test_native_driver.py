@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,78 @@ def test_native_program_without_gpusafe_session_is_refused(built: dict[str, Path
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 3
     assert "runs only under `gpusafe run --device cpu`" in done.stderr
+
+
+# -- frameworks that load the driver themselves, and a statically linked runtime --------
+
+
+def _has_numba_cuda() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numba_cuda") is not None
+
+
+needs_numba = pytest.mark.skipif(not _has_numba_cuda(), reason="needs numba-cuda")
+
+
+@pytest.mark.slow
+@needs_numba
+def test_numba_kernel_out_of_bounds_found_at_its_line(tmp_path: Path) -> None:
+    program = SOURCES / "numba_oob.py"
+    done, doc = _run([sys.executable, str(program)], tmp_path)
+    assert done.returncode == 86, done.stderr
+    assert "first: [1.0, 2.0, 3.0]" in done.stdout
+    found = sorted((v["kind"], v["access"], v["location"]["line"], v["allocation"]["size"])
+                   for v in doc["violations"])
+    assert found == [("global-out-of-bounds", "read", 12, 400),
+                     ("global-out-of-bounds", "write", 12, 400)]
+    assert all(v["location"]["file"].endswith("numba_oob.py") for v in doc["violations"])
+    assert all("add_one" in v["kernel"] for v in doc["violations"])
+
+
+@pytest.mark.slow
+@needs_numba
+def test_numba_shared_memory_and_atomics_pass_checked(tmp_path: Path) -> None:
+    done, doc = _run([sys.executable, str(SOURCES / "numba_histogram.py")], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "histogram ok" in done.stdout
+    assert doc["violations"] == []
+    [kernel] = doc["checked_kernels"]
+    assert "histogram" in kernel["name"] and kernel["launches"] == 1
+
+
+def _nvcc() -> Path | None:
+    if INCLUDE is None:
+        return None
+    nvcc = INCLUDE.parent / "bin" / "nvcc"
+    return nvcc if nvcc.is_file() and shutil.which("cc") else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_statically_linked_runtime_gets_exit_2_and_the_flag(tmp_path: Path) -> None:
+    """nvcc's default links the CUDA runtime statically; it talks to the
+    driver through private export tables the stand-in does not provide."""
+    nvcc = _nvcc()
+    assert nvcc is not None
+    source = tmp_path / "runtime.cu"
+    source.write_text(textwrap.dedent("""\
+        #include <cstdio>
+        __global__ void k(int *p) { p[threadIdx.x] = threadIdx.x; }
+        int main() {
+            int *d;
+            cudaError_t e = cudaMalloc(&d, 64 * sizeof(int));
+            printf("cudaMalloc: %s\\n", cudaGetErrorName(e));
+            if (e != cudaSuccess) return 1;
+            k<<<1, 64>>>(d);
+            return cudaDeviceSynchronize() != cudaSuccess;
+        }
+        """))
+    exe = tmp_path / "runtime"
+    subprocess.run([str(nvcc), "-o", str(exe), str(source), f"-L{INCLUDE.parent / 'lib'}"],
+                   check=True, capture_output=True)
+    done, _ = _run([str(exe)], tmp_path)
+    assert done.returncode == 2
+    assert "cudaMalloc: cudaErrorNotSupported" in done.stdout
+    assert "asked for by " + str(exe) in done.stderr
+    assert "nvcc -cudart shared" in done.stderr

@@ -59,6 +59,8 @@ def source() -> str:
                        f"(void *){fn}}},\n")
     parts.append("const gs_entry gs_table[] = {\n" + "".join(entries) + "};\n")
     parts.append(f"const int gs_table_size = {len(entries)};\n")
+    [export] = [r.index for r in rows() if r.base == "cuGetExportTable"]
+    parts.append(f"const int gs_export_table_row = {export};\n")
     return "".join(parts)
 
 

@@ -299,6 +299,14 @@ def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
     return int(D.cuLaunchKernelEx(c, f, params or None, extra or None)[0])
 
 
+def _export_table(_table: int, caller: int) -> int:
+    who = _cstr(caller).decode(errors="replace")
+    raise NotServed(
+        f"cuGetExportTable (the driver's private interface, asked for by {who}: a CUDA "
+        "runtime linked statically into the program uses it; the CPU device serves the "
+        "public driver API only, so build the program with `nvcc -cudart shared`)")
+
+
 def _table() -> dict[str, Callable[..., int]]:
     out1 = _out1()
     out1_i32 = _out1(_put_i32)
@@ -320,6 +328,7 @@ def _table() -> dict[str, Callable[..., int]]:
         "cuGetErrorString": _error_text("cuGetErrorString"),
         "cuLaunchKernel": _launch,
         "cuLaunchKernelEx": _launch_ex,
+        "cuGetExportTable": _export_table,
         "cuDeviceGetUuid": _device_uuid,
         "cuDeviceGetPCIBusId": _c_text("cuDeviceGetPCIBusId"),
         "cuFuncGetName": _func_get_name,

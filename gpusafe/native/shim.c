@@ -215,4 +215,26 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned 
     return gs_proc_address(symbol, pfn, version, flags, NULL);
 }
 
+/* The driver's private export tables (what NVIDIA's CUDA runtime is built
+ * on) are not served.  NVRTC and nvJitLink only probe for them and carry on;
+ * any other caller (a CUDA runtime linked into the program) is named in the
+ * findings, with the library that asked. */
+extern const int gs_export_table_row __attribute__((visibility("hidden")));
+
+CUresult cuGetExportTable(const void **table, const void *id) {
+    (void)id;
+    if (table)
+        *table = NULL;
+    Dl_info caller;
+    const char *who = "the program";
+    if (dladdr(__builtin_return_address(0), &caller) && caller.dli_fname)
+        who = caller.dli_fname;
+    if (strstr(who, "libnvrtc") || strstr(who, "libnvJitLink") || strstr(who, "libnvptxcompiler"))
+        return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    gs_arg a[2];
+    GS_P(0, table);
+    GS_P(1, who);
+    return gs_call(gs_export_table_row, 2, a);
+}
+
 /* ---- generated stubs follow ---- */

@@ -15,7 +15,7 @@ C_TYPES = {"i32": "int", "u32": "unsigned int", "i64": "long long",
            "u64": "unsigned long long", "ptr": "void *", "f32": "float", "f64": "double"}
 """The C type a stub declares for each parameter code of the table."""
 
-HAND_WRITTEN = frozenset({"cuGetProcAddress"})
+HAND_WRITTEN = frozenset({"cuGetProcAddress", "cuGetExportTable"})
 """Functions shim.c defines itself."""
 
 
