@@ -57,6 +57,19 @@ def test_generated_stubs_declare_the_c_types() -> None:
     assert '{"cuCtxCreate", 3020, 0, (void *)gs_old_' in text
 
 
+def test_native_program_on_a_gpu_is_refused_before_it_runs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The LD_PRELOAD door for real GPUs is not built yet: say so, run nothing."""
+    from gpusafe import cli
+    from gpusafe.commands import run
+
+    monkeypatch.setattr(run, "choose_device", lambda _: ("cuda", "a GPU", "on a GPU"))
+    assert cli.main(["run", "--device", "cuda", "--", "/bin/true"]) == 2
+    err = capsys.readouterr().err
+    assert "native programs on the CPU device only today (--device cpu)" in err
+    assert "Nothing was run." in err
+
+
 # -- the built library and native programs (slow) --------------------------------
 
 

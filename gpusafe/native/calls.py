@@ -19,6 +19,7 @@ from cuda.bindings import driver as D
 from ..cudaapi.images import ELF_MAGIC, FATBIN_MAGICS
 
 NOT_SUPPORTED = 801
+_OK = D.CUresult.CUDA_SUCCESS  # an enum member looked up once: the lookup costs more than the call
 INVALID_VALUE = 1
 
 class NotServed(Exception):
@@ -71,7 +72,7 @@ def _out1(put: Callable[[int, int], None] = _put) -> Callable[..., Callable[...,
     def make(name: str) -> Callable[..., int]:
         def call(out: int, *args: int) -> int:
             result = getattr(D, name)(*args)
-            if result[0] == D.CUresult.CUDA_SUCCESS:
+            if result[0] == _OK:
                 put(out, int(result[1]))
             return int(result[0])
 
@@ -91,7 +92,7 @@ def _plain(name: str) -> Callable[..., int]:
 
 def _device_get_name(name: int, length: int, dev: int) -> int:
     err, text = D.cuDeviceGetName(length, dev)
-    if err == D.CUresult.CUDA_SUCCESS and length > 0:
+    if err == _OK and length > 0:
         data = text.split(b"\0", 1)[0][: length - 1] + b"\0"
         ctypes.memmove(name, data, len(data))
     return int(err)
@@ -103,7 +104,7 @@ def _device_get_attribute(out: int, attrib: int, dev: int) -> int:
     except ValueError:
         return INVALID_VALUE
     err, value = D.cuDeviceGetAttribute(attribute, dev)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put_i32(out, value)
     return int(err)
 
@@ -114,7 +115,7 @@ def _func_get_attribute(out: int, attrib: int, f: int) -> int:
     except ValueError:
         return INVALID_VALUE
     err, value = D.cuFuncGetAttribute(attribute, f)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put_i32(out, value)
     return int(err)
 
@@ -124,7 +125,7 @@ def _compute_capability(major: int, minor: int, dev: int) -> int:
     for out, attrib in ((major, M.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                         (minor, M.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)):
         err, value = D.cuDeviceGetAttribute(attrib, dev)
-        if err != D.CUresult.CUDA_SUCCESS:
+        if err != _OK:
             return int(err)
         _put_i32(out, value)
     return 0
@@ -139,7 +140,7 @@ def _ctx_create(out: int, params: int, flags: int, dev: int) -> int:
         if affinities or cig:
             return NOT_SUPPORTED
     err, ctx = D.cuCtxCreate(None, flags, dev)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put(out, int(ctx))
     return int(err)
 
@@ -149,7 +150,7 @@ def _two_outputs(name: str) -> Callable[..., int]:
 
     def call(a: int, b: int, *args: int) -> int:
         err, x, y = getattr(D, name)(*args)
-        if err == D.CUresult.CUDA_SUCCESS:
+        if err == _OK:
             _put(a, int(x))
             _put(b, int(y))
         return int(err)
@@ -163,28 +164,28 @@ def _module_load_data(out: int, image: int, *_options: int) -> int:
     if not image:
         return INVALID_VALUE
     err, mod = D.cuModuleLoadData(_image(image))
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put(out, int(mod))
     return int(err)
 
 
 def _module_load(out: int, fname: int) -> int:
     err, mod = D.cuModuleLoad(_cstr(fname))
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put(out, int(mod))
     return int(err)
 
 
 def _module_get_function(out: int, hmod: int, name: int) -> int:
     err, f = D.cuModuleGetFunction(hmod, _cstr(name))
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put(out, int(f))
     return int(err)
 
 
 def _module_get_global(dptr: int, size: int, hmod: int, name: int) -> int:
     err, address, nbytes = D.cuModuleGetGlobal(hmod, _cstr(name))
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put(dptr, int(address))
         _put(size, int(nbytes))
     return int(err)
@@ -192,7 +193,7 @@ def _module_get_global(dptr: int, size: int, hmod: int, name: int) -> int:
 
 def _event_elapsed(out: int, start: int, end: int) -> int:
     err, ms = D.cuEventElapsedTime(start, end)
-    if err == D.CUresult.CUDA_SUCCESS and out:
+    if err == _OK and out:
         ctypes.c_float.from_address(out).value = float(ms)
     return int(err)
 
@@ -205,7 +206,7 @@ def _error_text(name: str) -> Callable[..., int]:
             _put(out, 0)
             return INVALID_VALUE
         err, text = getattr(D, name)(code)
-        if err != D.CUresult.CUDA_SUCCESS:
+        if err != _OK:
             _put(out, 0)
             return int(err)
         buffer = _ERROR_TEXTS.setdefault((name, error), ctypes.create_string_buffer(text))
@@ -227,7 +228,7 @@ def _enum_call(name: str, enum: str, position: int, outputs: tuple[Callable[[int
         except ValueError:
             return INVALID_VALUE
         result = getattr(D, name)(*rest)
-        if result[0] == D.CUresult.CUDA_SUCCESS:
+        if result[0] == _OK:
             for put, out, value in zip(outputs, outs, result[1:], strict=False):
                 put(out, int(value))
         return int(result[0])
@@ -240,7 +241,7 @@ def _outputs_last(name: str, n_in: int, *puts: Callable[[int, int], None]) -> Ca
 
     def call(*args: int) -> int:
         result = getattr(D, name)(*args[:n_in])
-        if result[0] == D.CUresult.CUDA_SUCCESS:
+        if result[0] == _OK:
             for put, out, value in zip(puts, args[n_in:], result[1:], strict=True):
                 put(out, int(value))
         return int(result[0])
@@ -252,7 +253,7 @@ def _device_uuid(out: int, dev: int) -> int:
     """The CPU device's UUID: fixed bytes naming gpusafe, per device ordinal
     (the identity frameworks key their device objects on)."""
     err, _ = D.cuDeviceGetName(16, dev)
-    if err == D.CUresult.CUDA_SUCCESS and out:
+    if err == _OK and out:
         ctypes.memmove(out, b"gpusafe-cpu-dv" + bytes([0, dev & 0xFF]), 16)
     return int(err)
 
@@ -262,7 +263,7 @@ def _c_text(name: str) -> Callable[..., int]:
 
     def call(out: int, length: int, *args: int) -> int:
         err, text = getattr(D, name)(length, *args)
-        if err == D.CUresult.CUDA_SUCCESS and length > 0:
+        if err == _OK and length > 0:
             data = bytes(text).split(b"\0", 1)[0][: length - 1] + b"\0"
             ctypes.memmove(out, data, len(data))
         return int(err)
@@ -272,7 +273,7 @@ def _c_text(name: str) -> Callable[..., int]:
 
 def _func_get_name(out: int, f: int) -> int:
     err, name = D.cuFuncGetName(f)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         buffer = _ERROR_TEXTS.setdefault(("cuFuncGetName", f), ctypes.create_string_buffer(name))
         _put(out, ctypes.addressof(buffer))
     return int(err)
@@ -280,8 +281,7 @@ def _func_get_name(out: int, f: int) -> int:
 
 def _launch(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
             stream: int, params: int, extra: int) -> int:
-    return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params or None,
-                                extra or None)[0])
+    return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)[0])
 
 
 def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
@@ -296,7 +296,7 @@ def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
     (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
      c.sharedMemBytes) = tuple(dims)
     c.hStream = D.CUstream(stream)
-    return int(D.cuLaunchKernelEx(c, f, params or None, extra or None)[0])
+    return int(D.cuLaunchKernelEx(c, f, params, extra)[0])
 
 
 def _export_table(_table: int, caller: int) -> int:
@@ -373,7 +373,7 @@ def _ctx_synchronize_v2(ctx: int) -> int:
     to completion, so only the context is judged."""
     if ctx:
         err, current = D.cuCtxGetCurrent()
-        if err != D.CUresult.CUDA_SUCCESS or int(current) != ctx:
+        if err != _OK or int(current) != ctx:
             return NOT_SUPPORTED  # synchronising another thread's context
     return int(D.cuCtxSynchronize()[0])
 

@@ -18,6 +18,7 @@ from typing import Any
 from cuda.bindings import driver as D
 
 from .calls import (
+    _OK,
     INVALID_VALUE,
     _func_get_name,
     _module_get_function,
@@ -59,7 +60,7 @@ def _kernel_get_attribute(out: int, attrib: int, kernel: int, _dev: int) -> int:
     except ValueError:
         return INVALID_VALUE
     err, value = D.cuFuncGetAttribute(attribute, kernel)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put_i32(out, value)
     return int(err)
 
@@ -82,7 +83,7 @@ def _kernel_set_cache_config(kernel: int, config: int, _dev: int) -> int:
 
 def _kernel_get_param_info(kernel: int, index: int, offset: int, size: int) -> int:
     err, o, s = D.cuFuncGetParamInfo(kernel, index)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         _put(offset, int(o))
         _put(size, int(s))
     return int(err)
@@ -96,7 +97,7 @@ def _library_unload(library: int) -> int:
 
 def _kernel_count(out: int, library: int) -> int:
     err, n = D.cuModuleGetFunctionCount(library)
-    if err == D.CUresult.CUDA_SUCCESS:
+    if err == _OK:
         ctypes.c_uint32.from_address(out).value = int(n)
     return int(err)
 
