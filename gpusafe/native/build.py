@@ -82,7 +82,10 @@ def _cache_root() -> Path:
 def library_dir() -> Path:
     """The folder holding the built ``libcuda.so.1`` (built now if missing)."""
     flags = _python_link_flags()
-    text = source()
+    try:
+        text = source()
+    except OSError as e:  # an installation without the package's data files
+        raise BuildError(f"the stand-in CUDA driver's sources are missing: {e}") from None
     key = hashlib.sha256("\0".join([text, *flags, sys.version]).encode()).hexdigest()[:16]
     folder = _cache_root() / key
     if (folder / LIBRARY).is_file():
