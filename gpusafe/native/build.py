@@ -22,6 +22,8 @@ from .table import C_TYPES, HAND_WRITTEN, Row, rows
 
 SHIM = Path(__file__).resolve().parent / "shim.c"
 LIBRARY = "libcuda.so.1"
+CFLAGS = ["-shared", "-fPIC", "-O0", "-fvisibility=default", f"-Wl,-soname,{LIBRARY}"]
+"""-O0: the stubs only marshal arguments, and it halves the build time."""
 
 
 class BuildError(Exception):
@@ -86,7 +88,7 @@ def library_dir() -> Path:
         text = source()
     except OSError as e:  # an installation without the package's data files
         raise BuildError(f"the stand-in CUDA driver's sources are missing: {e}") from None
-    key = hashlib.sha256("\0".join([text, *flags, sys.version]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([text, *CFLAGS, *flags, sys.version]).encode()).hexdigest()[:16]
     folder = _cache_root() / key
     if (folder / LIBRARY).is_file():
         return folder
@@ -97,9 +99,7 @@ def library_dir() -> Path:
     work = Path(tempfile.mkdtemp(prefix="build-", dir=folder.parent))
     try:
         (work / "libcuda.c").write_text(text)
-        # -O0: the stubs only marshal arguments, and it halves the build time
-        cmd = [compiler, "-shared", "-fPIC", "-O0", "-fvisibility=default",
-               f"-Wl,-soname,{LIBRARY}", "-o", str(work / LIBRARY), str(work / "libcuda.c"),
+        cmd = [compiler, *CFLAGS, "-o", str(work / LIBRARY), str(work / "libcuda.c"),
                *flags, "-lpthread", "-ldl"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
