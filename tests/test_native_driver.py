@@ -88,9 +88,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ptx = nvrtc_compile(cu.read_text(), str(cu), options=["-lineinfo"])
         (out / f"{kernel}.ptx").write_text(ptx)
     programs = {"lib": lib}
-    for name in ("saxpy", "oob", "double_free", "unimplemented", "proc_address"):
+    for name in ("saxpy", "oob", "double_free", "unimplemented", "proc_address", "threads"):
         exe = out / name
-        link = ["-ldl"] if name == "proc_address" else [f"-L{lib}", "-lcuda"]
+        link = ["-ldl"] if name == "proc_address" else [f"-L{lib}", "-lcuda", "-lpthread"]
         subprocess.run(["cc", "-Wall", "-Werror", "-o", str(exe), str(SOURCES / f"{name}.c"),
                         f"-I{INCLUDE}", *link], check=True)
         programs[name] = exe
@@ -185,6 +185,21 @@ def test_entry_points_through_dlopen_and_cuGetProcAddress(built: dict[str, Path]
     [v] = doc["violations"]
     assert v["kind"] == "api-out-of-bounds"
     assert v["allocation"]["size"] == 64
+
+
+@pytest.mark.slow
+@needs_cc
+def test_threads_of_a_native_program_keep_their_context(built: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    """Each program thread's current context lives in the CPU device's
+    thread-local state: it must survive from one driver call to the next."""
+    done, doc = _run([str(built["threads"]), str(built["dir"] / "fill.ptx")], tmp_path)
+    assert "threads done: 1 1" in done.stdout, done.stderr
+    assert done.returncode == 86
+    [v] = doc["violations"]
+    assert (v["kind"], v["kernel"], v["allocation"]["size"]) == (
+        "global-out-of-bounds", "fill", 1024)
+    assert doc["checked_kernels"] == [{"name": "fill", "launches": 2}]
 
 
 @pytest.mark.slow

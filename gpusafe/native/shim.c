@@ -122,7 +122,13 @@ static CUresult gs_call(int fn, int n, const gs_arg *a) {
      * unloading modules) get what a driver gives a process shutting down. */
     if (!Py_IsInitialized() || _Py_IsFinalizing())
         return GS_ERROR_DEINITIALIZED;
+    /* A thread of the program's own gets a Python thread state that lives
+     * as long as the thread: the CPU device keeps each thread's current
+     * context in thread-local state, which a state made per call would lose. */
+    const int own_thread = PyGILState_GetThisThreadState() == NULL;
     PyGILState_STATE gil = PyGILState_Ensure();
+    if (own_thread)
+        PyGILState_Ensure(); /* never released: pins the thread state */
     CUresult rc = GS_ERROR_NOT_INITIALIZED;
     if (!gs_dispatch_fn && !gs_import())
         goto out;
