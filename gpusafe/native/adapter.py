@@ -26,14 +26,14 @@ _reported: set[str] = set()
 _SERVED = {**CALLS, **libraries.CALLS}
 
 
-def _current() -> _session.Session | None:
+def current_session() -> _session.Session | None:
     session = _session.current()
     if session is None and "GPUSAFE_SESSION" in os.environ:
         session = _session.start()  # the start-up hook did not run in this process
     return session
 
 
-def _not_served(label: str, session: _session.Session) -> int:
+def not_served(label: str, session: _session.Session) -> int:
     """Say once per function that the program called what the CPU device
     does not serve."""
     if label not in _reported:
@@ -49,7 +49,7 @@ def _not_served(label: str, session: _session.Session) -> int:
 
 def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
     """One call of the driver function of row ``index`` with its C arguments."""
-    session = _current()
+    session = current_session()
     if session is None:
         print("gpusafe: the stand-in CUDA driver runs only under `gpusafe run --device cpu`",
               file=sys.stderr)
@@ -61,11 +61,11 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
     elif typed and row.symbol not in NEWER_ABI:
         call = _SERVED.get(row.base)
     if call is None:
-        return _not_served(row.label, session)
+        return not_served(row.label, session)
     try:
         return call(*args)
     except NotServed as e:
-        return _not_served(str(e), session)
+        return not_served(str(e), session)
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(
             f"the stand-in CUDA driver failed in {row.label}: {type(e).__name__}: {e}")

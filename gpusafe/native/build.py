@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,8 +21,12 @@ from pathlib import Path
 
 from .table import C_TYPES, HAND_WRITTEN, Row, rows
 
-SHIM = Path(__file__).resolve().parent / "shim.c"
+HERE = Path(__file__).resolve().parent
+SHIM = HERE / "shim.c"
+RUNTIME_SHIM = HERE / "runtime_shim.c"
+RUNTIME_NAMES = HERE / "runtime_api.txt"
 LIBRARY = "libcuda.so.1"
+RUNTIME = "libcudart.so.13"
 CFLAGS = ["-shared", "-fPIC", "-O0", "-fvisibility=default", f"-Wl,-soname,{LIBRARY}"]
 """-O0: the stubs only marshal arguments, and it halves the build time."""
 
@@ -66,6 +71,18 @@ def source() -> str:
     return "".join(parts)
 
 
+def runtime_source() -> str:
+    """runtime_shim.c and a stub for every runtime function it does not define."""
+    text = RUNTIME_SHIM.read_text()
+    defined = set(re.findall(r"^\S.*?\b(cuda\w+)\(", text, flags=re.M))
+    stubs = []
+    for name in RUNTIME_NAMES.read_text().split():
+        if name.startswith("cuda") and name not in defined:
+            stubs.append(f'cudaError_t {name}(void) {{ gs_arg a[1]; A_P(0, "{name}"); '
+                         f'return CALL("__unserved", 1); }}\n')
+    return text + "".join(stubs)
+
+
 def _python_link_flags() -> list[str]:
     libdir = sysconfig.get_config_var("LIBDIR")
     version = sysconfig.get_config_var("LDVERSION") or sysconfig.get_python_version()
@@ -86,9 +103,11 @@ def library_dir() -> Path:
     flags = _python_link_flags()
     try:
         text = source()
+        runtime = runtime_source()
     except OSError as e:  # an installation without the package's data files
         raise BuildError(f"the stand-in CUDA driver's sources are missing: {e}") from None
-    key = hashlib.sha256("\0".join([text, *CFLAGS, *flags, sys.version]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([text, runtime, *CFLAGS, *flags, sys.version]).encode()
+                         ).hexdigest()[:16]
     folder = _cache_root() / key
     if (folder / LIBRARY).is_file():
         return folder
@@ -105,6 +124,17 @@ def library_dir() -> Path:
         if done.returncode != 0:
             raise BuildError("building the stand-in CUDA driver failed:\n" + done.stderr[-4000:])
         (work / "libcuda.so").symlink_to(LIBRARY)  # what `cc -lcuda` looks for
+        # the runtime on the driver, its symbols versioned as NVIDIA's are
+        (work / "libcudart.c").write_text(runtime)
+        (work / "libcudart.map").write_text(f"{RUNTIME} {{ global: *; }};\n")
+        cmd = [compiler, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{RUNTIME}",
+               f"-Wl,--version-script={work / 'libcudart.map'}", "-o", str(work / RUNTIME),
+               str(work / "libcudart.c"), f"-L{work}", "-lcuda", "-Wl,-rpath,$ORIGIN",
+               "-lpthread"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildError("building the stand-in CUDA runtime failed:\n" + done.stderr[-4000:])
+        (work / "libcudart.so").symlink_to(RUNTIME)  # what `nvcc -cudart shared` links
         try:
             os.replace(work, folder)  # atomic: a concurrent build wins or loses whole
         except OSError:

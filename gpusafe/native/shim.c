@@ -155,6 +155,49 @@ out:
     return rc;
 }
 
+/* The stand-in libcudart.so's way into Python: a runtime call by name,
+ * its result a 64-bit value (an error code, or a string's address). */
+static PyObject *gs_runtime_fn;
+
+long long gpusafe_call_runtime(const char *name, int n, const gs_arg *a) {
+    pthread_once(&gs_once, gs_start_interpreter);
+    if (gs_failed)
+        return GS_ERROR_NOT_INITIALIZED;
+    if (!Py_IsInitialized() || _Py_IsFinalizing())
+        return GS_ERROR_DEINITIALIZED;
+    const int own_thread = PyGILState_GetThisThreadState() == NULL;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (own_thread)
+        PyGILState_Ensure(); /* pins the thread state, as gs_call does */
+    long long rc = GS_ERROR_NOT_INITIALIZED;
+    if (!gs_runtime_fn) {
+        PyObject *module = PyImport_ImportModule("gpusafe.native.runtime_calls");
+        gs_runtime_fn = module ? PyObject_GetAttrString(module, "dispatch") : NULL;
+        Py_XDECREF(module);
+        if (!gs_runtime_fn)
+            goto out;
+        if (!gs_dispatch_fn && !gs_import())
+            goto out;
+    }
+    PyObject *args = PyTuple_New(n);
+    for (int i = 0; args && i < n; i++)
+        PyTuple_SET_ITEM(args, i, a[i].kind == 'i' ? PyLong_FromLongLong(a[i].v.i)
+                                                   : PyLong_FromUnsignedLongLong(a[i].v.u));
+    PyObject *result = args ? PyObject_CallFunction(gs_runtime_fn, "sO", name, args) : NULL;
+    Py_XDECREF(args);
+    if (result) {
+        rc = PyLong_AsLongLong(result);
+        Py_DECREF(result);
+    }
+out:
+    if (PyErr_Occurred()) {
+        PyErr_Print();
+        rc = GS_ERROR_UNKNOWN;
+    }
+    PyGILState_Release(gil);
+    return rc;
+}
+
 /* A native program's findings are written when it exits (a Python program's
  * own interpreter does that at its exit). */
 __attribute__((destructor)) static void gs_exit(void) {

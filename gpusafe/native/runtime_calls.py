@@ -1,0 +1,200 @@
+"""The CUDA runtime functions the stand-in ``libcudart.so`` serves, for a
+program built with ``nvcc -cudart shared``: each calls the function of the
+same name in ``cuda.bindings.runtime`` (the Python door's checking wrapper
+over the CPU device), and a ``<<<...>>>`` launch becomes a driver launch of
+the kernel's PTX, taken from the fatbinary nvcc registered.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from cuda.bindings import driver as D
+from cuda.bindings import runtime as R
+
+from . import adapter
+from .calls import NotServed
+
+_WRAPPER_MAGIC = 0x466243B1
+_FATBIN_MAGIC = 0xBA55ED50
+_PTX = 1
+_COMPRESSED = 0x2000 | 0x8000  # the fatbinary entry flags of LZ4 and ZSTD compression
+
+INVALID_DEVICE_FUNCTION = 98
+INITIALIZATION_ERROR = 3
+
+_modules: dict[int, int] = {}  # fatbin wrapper address -> module handle
+_functions: dict[tuple[int, bytes], int] = {}
+_texts: dict[Any, ctypes.Array] = {}  # C strings handed out
+_last = threading.local()
+
+
+def _u32(address: int) -> int:
+    return ctypes.c_uint32.from_address(address).value
+
+
+def _u64(address: int) -> int:
+    return ctypes.c_uint64.from_address(address).value
+
+
+def fatbin_ptx(wrapper: int, kernel: str) -> bytes:
+    """The PTX of the highest virtual architecture in a registered fatbinary."""
+    data = _u64(wrapper + 8) if _u32(wrapper) == _WRAPPER_MAGIC else wrapper
+    if _u32(data) != _FATBIN_MAGIC:
+        raise NotServed(f"kernel {kernel}: its fatbinary has an unknown format")
+    header = ctypes.c_uint16.from_address(data + 6).value
+    end = data + header + _u64(data + 8)
+    entry, best, compressed = data + header, None, False
+    while entry < end:
+        kind = ctypes.c_uint16.from_address(entry).value
+        size_of_header, size = _u32(entry + 4), _u64(entry + 8)
+        if kind == _PTX:
+            if _u64(entry + 40) & _COMPRESSED:
+                compressed = True
+            elif best is None or _u32(entry + 28) > best[0]:
+                best = (_u32(entry + 28), entry + size_of_header, size)
+        entry += size_of_header + size
+    if best is None:
+        how = ("compressed; build with `nvcc --no-compress`" if compressed else
+               "missing; build with `-arch=sm_XX` or a `-gencode` with `code=compute_XX`")
+        raise NotServed(f"kernel {kernel} (its PTX in the program's fatbinary is {how})")
+    return ctypes.string_at(best[1], best[2]).split(b"\0", 1)[0] + b"\0"
+
+
+def _function(wrapper: int, name: bytes) -> int:
+    key = (wrapper, name)
+    if key not in _functions:
+        if wrapper not in _modules:
+            ptx = fatbin_ptx(wrapper, name.decode(errors="replace"))
+            R.cudaFree(0)  # the runtime's context, current on this thread
+            err, module = D.cuModuleLoadData(ptx)
+            if err != D.CUresult.CUDA_SUCCESS:
+                return -int(err)
+            _modules[wrapper] = int(module)
+        err, f = D.cuModuleGetFunction(_modules[wrapper], name)
+        if err != D.CUresult.CUDA_SUCCESS:
+            return -int(err)
+        _functions[key] = int(f)
+    return _functions[key]
+
+
+def _launch(_stub: int, name: int, wrapper: int, gx: int, gy: int, gz: int, bx: int, by: int,
+            bz: int, args: int, shared: int) -> int:
+    if not name or not wrapper:
+        return INVALID_DEVICE_FUNCTION
+    f = _function(wrapper, ctypes.string_at(name))
+    if f < 0:
+        return -f
+    return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, 0, args, 0)[0])
+
+
+def _out(name: str, ctype: type = ctypes.c_uint64) -> Callable[..., int]:
+    def call(out: int, *args: int) -> int:
+        result = getattr(R, name)(*args)
+        if int(result[0]) == 0 and out:
+            ctype.from_address(out).value = int(result[1])
+        return int(result[0])
+
+    return call
+
+
+def _plain(name: str) -> Callable[..., int]:
+    return lambda *args: int(getattr(R, name)(*args)[0])
+
+
+def _memcpy(name: str) -> Callable[..., int]:
+    def call(dst: int, src: int, n: int, kind: int, *stream: int) -> int:
+        try:
+            direction = R.cudaMemcpyKind(kind)
+        except ValueError:
+            return 1  # cudaErrorInvalidValue
+        return int(getattr(R, name)(dst, src, n, direction, *stream)[0])
+
+    return call
+
+
+def _device_reset() -> int:
+    _modules.clear()
+    _functions.clear()
+    return int(R.cudaDeviceReset()[0])
+
+
+def _error_text(name: str) -> Callable[..., int]:
+    def call(error: int) -> int:
+        try:
+            text = getattr(R, name)(R.cudaError_t(error))[1]
+        except ValueError:
+            text = b"unrecognized error code"
+        buffer = _texts.setdefault((name, error), ctypes.create_string_buffer(bytes(text)))
+        return ctypes.addressof(buffer)
+
+    return call
+
+
+def _last_error(reset: bool) -> Callable[[], int]:
+    def call() -> int:
+        error = getattr(_last, "error", 0)
+        if reset:
+            _last.error = 0
+        return error
+
+    return call
+
+
+def _register_var(name: int) -> int:
+    raise NotServed(f"device variable {ctypes.string_at(name).decode(errors='replace')} "
+                    "(__cudaRegisterVar)")
+
+
+def _unserved(name: int) -> int:
+    raise NotServed(ctypes.string_at(name).decode())
+
+
+CALLS: dict[str, Callable[..., int]] = {
+    "cudaLaunchKernel": _launch,
+    "cudaMalloc": _out("cudaMalloc"),
+    "cudaMallocHost": _out("cudaMallocHost"),
+    "cudaMallocManaged": _out("cudaMallocManaged"),
+    "cudaFree": _plain("cudaFree"),
+    "cudaFreeHost": _plain("cudaFreeHost"),
+    "cudaMemcpy": _memcpy("cudaMemcpy"),
+    "cudaMemcpyAsync": _memcpy("cudaMemcpyAsync"),
+    "cudaMemset": _plain("cudaMemset"),
+    "cudaDeviceSynchronize": _plain("cudaDeviceSynchronize"),
+    "cudaDeviceReset": _device_reset,
+    "cudaSetDevice": _plain("cudaSetDevice"),
+    "cudaGetDevice": _out("cudaGetDevice", ctypes.c_int32),
+    "cudaGetDeviceCount": _out("cudaGetDeviceCount", ctypes.c_int32),
+    "cudaStreamSynchronize": _plain("cudaStreamSynchronize"),
+    "__cudaRegisterVar": _register_var,
+    "__unserved": _unserved,
+}
+_RESULTS = {"cudaGetErrorName": _error_text("cudaGetErrorName"),
+            "cudaGetErrorString": _error_text("cudaGetErrorString"),
+            "cudaGetLastError": _last_error(reset=True),
+            "cudaPeekAtLastError": _last_error(reset=False)}
+"""Functions whose result is not an error to remember as the last one."""
+
+
+def dispatch(name: str, args: tuple[int, ...]) -> int:
+    """One runtime call from the stand-in ``libcudart.so``."""
+    session = adapter.current_session()
+    if session is None:
+        return INITIALIZATION_ERROR
+    if name in _RESULTS:
+        return _RESULTS[name](*args)
+    try:
+        error = CALLS[name](*args)
+    except NotServed as e:
+        error = adapter.not_served(str(e), session)
+    except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
+        session.findings.problem(
+            f"the stand-in CUDA runtime failed in {name}: {type(e).__name__}: {e}")
+        session.flush()
+        error = 999  # cudaErrorUnknown
+    if error:
+        _last.error = error
+    return error
