@@ -288,3 +288,42 @@ def test_statically_linked_runtime_gets_exit_2_and_the_flag(tmp_path: Path) -> N
     assert "cudaMalloc: cudaErrorNotSupported" in done.stdout
     assert "asked for by " + str(exe) in done.stderr
     assert "nvcc -cudart shared" in done.stderr
+
+
+def _nvcc_build(tmp_path: Path, *flags: str) -> Path:
+    nvcc = _nvcc()
+    assert nvcc is not None
+    from gpusafe.native.build import library_dir
+
+    exe = tmp_path / "runtime_oob"
+    subprocess.run([str(nvcc), "-o", str(exe), str(SOURCES / "runtime_oob.cu"), "-lineinfo",
+                    "-cudart", "shared", f"-L{library_dir()}", f"-L{INCLUDE.parent / 'lib'}",
+                    *flags], check=True, capture_output=True)
+    return exe
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_nvcc_program_with_shared_runtime_is_checked(tmp_path: Path) -> None:
+    """``nvcc -cudart shared --no-compress``: the stand-in runtime finds the
+    kernel's PTX in the fatbinary nvcc registered and launches it checked."""
+    done, doc = _run([str(_nvcc_build(tmp_path, "--no-compress"))], tmp_path)
+    assert done.returncode == 86, done.stderr
+    assert "sync: cudaSuccess, host[63] = 63" in done.stdout
+    oob, double = doc["violations"]
+    assert (oob["kind"], oob["access"], oob["kernel"]) == (
+        "global-out-of-bounds", "write", "_Z4fillPii")
+    assert (oob["location"]["file"], oob["location"]["line"]) == (
+        str(SOURCES / "runtime_oob.cu"), 6)
+    assert oob["threads"] == [{"block": [0, 0, 0], "thread": [64, 0, 0]}]
+    assert (oob["allocation"]["size"], double["kind"]) == (256, "double-free")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_nvcc_program_with_compressed_ptx_names_the_flag(tmp_path: Path) -> None:
+    done, doc = _run([str(_nvcc_build(tmp_path))], tmp_path)
+    assert done.returncode == 2
+    assert "kernel _Z4fillPii cannot run on the CPU device" in done.stderr
+    assert "nvcc --no-compress" in done.stderr
+    assert [v["kind"] for v in doc["violations"]] == ["double-free"]

@@ -33,17 +33,21 @@ def current_session() -> _session.Session | None:
     return session
 
 
-def not_served(label: str, session: _session.Session) -> int:
-    """Say once per function that the program called what the CPU device
+def not_served(label: str, session: _session.Session, why: str | None = None) -> int:
+    """Say once per function (or per ``why``, a sentence naming what is not
+    served and how to avoid it) that the program called what the CPU device
     does not serve."""
-    if label not in _reported:
-        _reported.add(label)
-        try:
-            unimplemented(label)()
-        except NotImplementedError as e:
-            session.findings.problem(
-                f"{e} (a native call: the program got CUDA_ERROR_NOT_SUPPORTED)")
-            session.flush()
+    key = why or label
+    if key not in _reported:
+        _reported.add(key)
+        if why is None:
+            try:
+                unimplemented(label)()
+            except NotImplementedError as e:
+                why = str(e)
+        session.findings.problem(
+            f"{why or label} (a native call: the program got CUDA_ERROR_NOT_SUPPORTED)")
+        session.flush()
     return NOT_SUPPORTED
 
 
@@ -65,7 +69,7 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
     try:
         return call(*args)
     except NotServed as e:
-        return not_served(str(e), session)
+        return not_served(row.label, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(
             f"the stand-in CUDA driver failed in {row.label}: {type(e).__name__}: {e}")

@@ -291,7 +291,8 @@ def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
     dims = (ctypes.c_uint32 * 7).from_address(config)
     stream = ctypes.c_uint64.from_address(config + 32).value
     if ctypes.c_uint32.from_address(config + 48).value:
-        raise NotServed("cuLaunchKernelEx with launch attributes")
+        raise NotServed("cuLaunchKernelEx with launch attributes is not served by the CPU "
+                        "device's stand-in driver")
     c = D.CUlaunchConfig()
     (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
      c.sharedMemBytes) = tuple(dims)
@@ -302,9 +303,9 @@ def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
 def _export_table(_table: int, caller: int) -> int:
     who = _cstr(caller).decode(errors="replace")
     raise NotServed(
-        f"cuGetExportTable (the driver's private interface, asked for by {who}: a CUDA "
-        "runtime linked statically into the program uses it; the CPU device serves the "
-        "public driver API only, so build the program with `nvcc -cudart shared`)")
+        f"cuGetExportTable, the driver's private interface, was asked for by {who}: a CUDA "
+        "runtime linked statically into the program uses it, and the CPU device serves the "
+        "public driver API only; build the program with `nvcc -cudart shared --no-compress`")
 
 
 def _table() -> dict[str, Callable[..., int]]:

@@ -44,7 +44,7 @@ def fatbin_ptx(wrapper: int, kernel: str) -> bytes:
     """The PTX of the highest virtual architecture in a registered fatbinary."""
     data = _u64(wrapper + 8) if _u32(wrapper) == _WRAPPER_MAGIC else wrapper
     if _u32(data) != _FATBIN_MAGIC:
-        raise NotServed(f"kernel {kernel}: its fatbinary has an unknown format")
+        raise NotServed(f"kernel {kernel} cannot run: its fatbinary has an unknown format")
     header = ctypes.c_uint16.from_address(data + 6).value
     end = data + header + _u64(data + 8)
     entry, best, compressed = data + header, None, False
@@ -60,7 +60,8 @@ def fatbin_ptx(wrapper: int, kernel: str) -> bytes:
     if best is None:
         how = ("compressed; build with `nvcc --no-compress`" if compressed else
                "missing; build with `-arch=sm_XX` or a `-gencode` with `code=compute_XX`")
-        raise NotServed(f"kernel {kernel} (its PTX in the program's fatbinary is {how})")
+        raise NotServed(f"kernel {kernel} cannot run on the CPU device: its PTX in the "
+                        f"program's fatbinary is {how}")
     return ctypes.string_at(best[1], best[2]).split(b"\0", 1)[0] + b"\0"
 
 
@@ -145,12 +146,13 @@ def _last_error(reset: bool) -> Callable[[], int]:
 
 
 def _register_var(name: int) -> int:
-    raise NotServed(f"device variable {ctypes.string_at(name).decode(errors='replace')} "
-                    "(__cudaRegisterVar)")
+    raise NotServed(f"device variable {ctypes.string_at(name).decode(errors='replace')}: "
+                    "__device__ and __managed__ variables are not served by the CPU device's "
+                    "stand-in runtime yet")
 
 
 def _unserved(name: int) -> int:
-    raise NotServed(ctypes.string_at(name).decode())
+    return adapter.not_served(ctypes.string_at(name).decode(), adapter.current_session())
 
 
 CALLS: dict[str, Callable[..., int]] = {
@@ -189,7 +191,7 @@ def dispatch(name: str, args: tuple[int, ...]) -> int:
     try:
         error = CALLS[name](*args)
     except NotServed as e:
-        error = adapter.not_served(str(e), session)
+        error = adapter.not_served(name, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(
             f"the stand-in CUDA runtime failed in {name}: {type(e).__name__}: {e}")
