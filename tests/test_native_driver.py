@@ -290,13 +290,13 @@ def test_statically_linked_runtime_gets_exit_2_and_the_flag(tmp_path: Path) -> N
     assert "nvcc -cudart shared" in done.stderr
 
 
-def _nvcc_build(tmp_path: Path, *flags: str) -> Path:
+def _nvcc_build(tmp_path: Path, *flags: str, name: str = "runtime_oob") -> Path:
     nvcc = _nvcc()
     assert nvcc is not None
     from gpusafe.native.build import library_dir
 
-    exe = tmp_path / "runtime_oob"
-    subprocess.run([str(nvcc), "-o", str(exe), str(SOURCES / "runtime_oob.cu"), "-lineinfo",
+    exe = tmp_path / name
+    subprocess.run([str(nvcc), "-o", str(exe), str(SOURCES / f"{name}.cu"), "-lineinfo",
                     "-cudart", "shared", f"-L{library_dir()}", f"-L{INCLUDE.parent / 'lib'}",
                     *flags], check=True, capture_output=True)
     return exe
@@ -327,3 +327,14 @@ def test_nvcc_program_with_compressed_ptx_names_the_flag(tmp_path: Path) -> None
     assert "kernel _Z4fillPii cannot run on the CPU device" in done.stderr
     assert "nvcc --no-compress" in done.stderr
     assert [v["kind"] for v in doc["violations"]] == ["double-free"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_nvcc_program_with_streams_and_events_passes(tmp_path: Path) -> None:
+    done, doc = _run([str(_nvcc_build(tmp_path, "--no-compress", name="runtime_events"))],
+                     tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "events: no error 1 1" in done.stdout
+    assert doc["violations"] == []
+    assert doc["checked_kernels"] == [{"name": "_Z3incPi", "launches": 1}]

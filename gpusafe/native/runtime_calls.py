@@ -106,6 +106,13 @@ def _plain(name: str) -> Callable[..., int]:
     return lambda *args: int(getattr(R, name)(*args)[0])
 
 
+def _elapsed(out: int, start: int, end: int) -> int:
+    err, ms = R.cudaEventElapsedTime(start, end)
+    if int(err) == 0 and out:
+        ctypes.c_float.from_address(out).value = float(ms)
+    return int(err)
+
+
 def _memcpy(name: str) -> Callable[..., int]:
     def call(dst: int, src: int, n: int, kind: int, *stream: int) -> int:
         try:
@@ -170,7 +177,14 @@ CALLS: dict[str, Callable[..., int]] = {
     "cudaSetDevice": _plain("cudaSetDevice"),
     "cudaGetDevice": _out("cudaGetDevice", ctypes.c_int32),
     "cudaGetDeviceCount": _out("cudaGetDeviceCount", ctypes.c_int32),
-    "cudaStreamSynchronize": _plain("cudaStreamSynchronize"),
+    "cudaStreamCreate": _out("cudaStreamCreate"),
+    "cudaStreamCreateWithFlags": _out("cudaStreamCreateWithFlags"),
+    "cudaEventCreate": _out("cudaEventCreate"),
+    "cudaEventCreateWithFlags": _out("cudaEventCreateWithFlags"),
+    "cudaEventElapsedTime": _elapsed,
+    **{name: _plain(name) for name in (
+        "cudaStreamSynchronize", "cudaStreamQuery", "cudaStreamDestroy", "cudaEventRecord",
+        "cudaEventSynchronize", "cudaEventQuery", "cudaEventDestroy")},
     "__cudaRegisterVar": _register_var,
     "__unserved": _unserved,
 }

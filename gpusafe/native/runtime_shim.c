@@ -168,6 +168,17 @@ cudaError_t cudaSetDevice(int d) { gs_arg a[1]; A_I(0, d); return CALL("cudaSetD
 cudaError_t cudaGetDevice(int *d) { gs_arg a[1]; A_P(0, d); return CALL("cudaGetDevice", 1); }
 cudaError_t cudaGetDeviceCount(int *n) { gs_arg a[1]; A_P(0, n); return CALL("cudaGetDeviceCount", 1); }
 cudaError_t cudaStreamSynchronize(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamSynchronize", 1); }
+cudaError_t cudaStreamQuery(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamQuery", 1); }
+cudaError_t cudaStreamCreate(void **s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamCreate", 1); }
+cudaError_t cudaStreamCreateWithFlags(void **s, unsigned flags) { gs_arg a[2]; A_P(0, s), A_U(1, flags); return CALL("cudaStreamCreateWithFlags", 2); }
+cudaError_t cudaStreamDestroy(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamDestroy", 1); }
+cudaError_t cudaEventCreate(void **e) { gs_arg a[1]; A_P(0, e); return CALL("cudaEventCreate", 1); }
+cudaError_t cudaEventCreateWithFlags(void **e, unsigned flags) { gs_arg a[2]; A_P(0, e), A_U(1, flags); return CALL("cudaEventCreateWithFlags", 2); }
+cudaError_t cudaEventRecord(void *e, void *s) { gs_arg a[2]; A_P(0, e), A_P(1, s); return CALL("cudaEventRecord", 2); }
+cudaError_t cudaEventSynchronize(void *e) { gs_arg a[1]; A_P(0, e); return CALL("cudaEventSynchronize", 1); }
+cudaError_t cudaEventQuery(void *e) { gs_arg a[1]; A_P(0, e); return CALL("cudaEventQuery", 1); }
+cudaError_t cudaEventElapsedTime(float *ms, void *start, void *end) { gs_arg a[3]; A_P(0, ms), A_P(1, start), A_P(2, end); return CALL("cudaEventElapsedTime", 3); }
+cudaError_t cudaEventDestroy(void *e) { gs_arg a[1]; A_P(0, e); return CALL("cudaEventDestroy", 1); }
 
 const char *cudaGetErrorName(cudaError_t e) { gs_arg a[1]; A_I(0, e); return (const char *)(uintptr_t)gpusafe_call_runtime("cudaGetErrorName", 1, a); }
 const char *cudaGetErrorString(cudaError_t e) { gs_arg a[1]; A_I(0, e); return (const char *)(uintptr_t)gpusafe_call_runtime("cudaGetErrorString", 1, a); }
