@@ -70,6 +70,30 @@ def test_native_program_on_a_gpu_is_refused_before_it_runs(
     assert "Nothing was run." in err
 
 
+def test_gpusafe_nvcc_adds_what_checking_needs_unless_chosen(tmp_path: Path) -> None:
+    from gpusafe.commands.nvcc import nvcc_argv
+
+    nvcc = tmp_path / "bin" / "nvcc"
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libcudadevrt.a").write_bytes(b"")
+    stand_in = tmp_path / "stand-in"
+    assert nvcc_argv(nvcc, ["-o", "app", "app.cu"], stand_in) == [
+        str(nvcc), "-o", "app", "app.cu", "-cudart", "shared", "--no-compress", "-lineinfo",
+        f"-L{stand_in}", f"-L{tmp_path / 'lib'}"]
+    chosen = ["-c", "-G", "-cudart=static", "--compress-mode=size", "app.cu"]
+    assert nvcc_argv(nvcc, chosen, stand_in) == [str(nvcc), *chosen]
+
+
+def test_gpusafe_nvcc_passes_leading_options_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpusafe import cli
+    from gpusafe.commands import nvcc
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(nvcc, "cmd_nvcc", lambda args: seen.append(args.args) or 0)
+    assert cli.main(["nvcc", "-O3", "-arch", "sm_80", "-o", "app", "app.cu"]) == 0
+    assert seen == [["-O3", "-arch", "sm_80", "-o", "app", "app.cu"]]
+
+
 # -- the built library and native programs (slow) --------------------------------
 
 
@@ -338,3 +362,19 @@ def test_nvcc_program_with_streams_and_events_passes(tmp_path: Path) -> None:
     assert "events: no error 1 1" in done.stdout
     assert doc["violations"] == []
     assert doc["checked_kernels"] == [{"name": "_Z3incPi", "launches": 1}]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_built_with_gpusafe_nvcc_then_checked(tmp_path: Path) -> None:
+    env = dict(os.environ, NVCC=str(_nvcc()))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    exe = tmp_path / "app"
+    built = subprocess.run([sys.executable, "-m", "gpusafe", "nvcc", "-o", str(exe),
+                            str(SOURCES / "runtime_oob.cu")], env=env, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    assert "-cudart shared --no-compress -lineinfo" in built.stderr
+    done, doc = _run([str(exe)], tmp_path)
+    assert done.returncode == 86, done.stderr
+    assert [v["kind"] for v in doc["violations"]] == ["global-out-of-bounds", "double-free"]
