@@ -348,7 +348,7 @@ def test_nvcc_program_with_shared_runtime_is_checked(tmp_path: Path) -> None:
 def test_nvcc_program_with_compressed_ptx_names_the_flag(tmp_path: Path) -> None:
     done, doc = _run([str(_nvcc_build(tmp_path))], tmp_path)
     assert done.returncode == 2
-    assert "kernel _Z4fillPii cannot run on the CPU device" in done.stderr
+    assert "kernel _Z4fillPii cannot be used on the CPU device" in done.stderr
     assert "nvcc --no-compress" in done.stderr
     assert [v["kind"] for v in doc["violations"]] == ["double-free"]
 
@@ -378,3 +378,17 @@ def test_built_with_gpusafe_nvcc_then_checked(tmp_path: Path) -> None:
     done, doc = _run([str(exe)], tmp_path)
     assert done.returncode == 86, done.stderr
     assert [v["kind"] for v in doc["violations"]] == ["global-out-of-bounds", "double-free"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_nvcc_program_with_device_variables(tmp_path: Path) -> None:
+    """``__constant__``/``__device__`` variables are the module's globals; a
+    copy past the end of one is refused and reported against it."""
+    done, doc = _run([str(_nvcc_build(tmp_path, "--no-compress", name="runtime_symbols"))],
+                     tmp_path)
+    assert "symbols: 64 10 252 over=1" in done.stdout, done.stderr
+    assert done.returncode == 86
+    [v] = doc["violations"]
+    assert v["kind"] == "api-out-of-bounds"
+    assert (v["allocation"]["size"], v["allocation"]["offset"]) == (16, 4)

@@ -40,11 +40,12 @@ def _u64(address: int) -> int:
     return ctypes.c_uint64.from_address(address).value
 
 
-def fatbin_ptx(wrapper: int, kernel: str) -> bytes:
-    """The PTX of the highest virtual architecture in a registered fatbinary."""
+def fatbin_ptx(wrapper: int, what: str) -> bytes:
+    """The PTX of the highest virtual architecture in a registered fatbinary
+    (``what`` needs it: a kernel, a device variable)."""
     data = _u64(wrapper + 8) if _u32(wrapper) == _WRAPPER_MAGIC else wrapper
     if _u32(data) != _FATBIN_MAGIC:
-        raise NotServed(f"kernel {kernel} cannot run: its fatbinary has an unknown format")
+        raise NotServed(f"{what} cannot be used: its fatbinary has an unknown format")
     header = ctypes.c_uint16.from_address(data + 6).value
     end = data + header + _u64(data + 8)
     entry, best, compressed = data + header, None, False
@@ -60,26 +61,76 @@ def fatbin_ptx(wrapper: int, kernel: str) -> bytes:
     if best is None:
         how = ("compressed; build with `nvcc --no-compress`" if compressed else
                "missing; build with `-arch=sm_XX` or a `-gencode` with `code=compute_XX`")
-        raise NotServed(f"kernel {kernel} cannot run on the CPU device: its PTX in the "
+        raise NotServed(f"{what} cannot be used on the CPU device: its PTX in the "
                         f"program's fatbinary is {how}")
     return ctypes.string_at(best[1], best[2]).split(b"\0", 1)[0] + b"\0"
+
+
+def _module(wrapper: int, what: str) -> int:
+    """The module of a registered fatbinary (loaded on first use; a negative
+    CUresult when it cannot be)."""
+    if wrapper not in _modules:
+        ptx = fatbin_ptx(wrapper, what)
+        R.cudaFree(0)  # the runtime's context, current on this thread
+        err, module = D.cuModuleLoadData(ptx)
+        if err != D.CUresult.CUDA_SUCCESS:
+            return -int(err)
+        _modules[wrapper] = int(module)
+    return _modules[wrapper]
 
 
 def _function(wrapper: int, name: bytes) -> int:
     key = (wrapper, name)
     if key not in _functions:
-        if wrapper not in _modules:
-            ptx = fatbin_ptx(wrapper, name.decode(errors="replace"))
-            R.cudaFree(0)  # the runtime's context, current on this thread
-            err, module = D.cuModuleLoadData(ptx)
-            if err != D.CUresult.CUDA_SUCCESS:
-                return -int(err)
-            _modules[wrapper] = int(module)
-        err, f = D.cuModuleGetFunction(_modules[wrapper], name)
+        module = _module(wrapper, "kernel " + name.decode(errors="replace"))
+        if module < 0:
+            return module
+        err, f = D.cuModuleGetFunction(module, name)
         if err != D.CUresult.CUDA_SUCCESS:
             return -int(err)
         _functions[key] = int(f)
     return _functions[key]
+
+
+def _symbol(name: int, wrapper: int) -> tuple[int, int]:
+    """A device variable's (address, size), or (-CUresult, 0)."""
+    text = ctypes.string_at(name)
+    module = _module(wrapper, "device variable " + text.decode(errors="replace"))
+    if module < 0:
+        return module, 0
+    err, address, size = D.cuModuleGetGlobal(module, text)
+    if err != D.CUresult.CUDA_SUCCESS:
+        return -int(err), 0
+    return int(address), int(size)
+
+
+def _to_symbol(name: int, wrapper: int, src: int, n: int, offset: int, kind: int) -> int:
+    address, _ = _symbol(name, wrapper)
+    if address < 0:
+        return -address
+    direction = R.cudaMemcpyKind.cudaMemcpyDeviceToDevice if kind == 3 else \
+        R.cudaMemcpyKind.cudaMemcpyHostToDevice
+    return int(R.cudaMemcpy(address + offset, src, n, direction)[0])
+
+
+def _from_symbol(name: int, wrapper: int, dst: int, n: int, offset: int, kind: int) -> int:
+    address, _ = _symbol(name, wrapper)
+    if address < 0:
+        return -address
+    direction = R.cudaMemcpyKind.cudaMemcpyDeviceToDevice if kind == 3 else \
+        R.cudaMemcpyKind.cudaMemcpyDeviceToHost
+    return int(R.cudaMemcpy(dst, address + offset, n, direction)[0])
+
+
+def _symbol_address(name: int, wrapper: int, address_out: int, size_out: int) -> int:
+    address, size = _symbol(name, wrapper)
+    if address < 0:
+        return -address
+    if address_out:
+        ctypes.c_uint64.from_address(address_out).value = address
+    if size_out:
+        ctypes.c_uint64.from_address(size_out).value = size
+    return 0
 
 
 def _launch(_stub: int, name: int, wrapper: int, gx: int, gy: int, gz: int, bx: int, by: int,
@@ -152,10 +203,10 @@ def _last_error(reset: bool) -> Callable[[], int]:
     return call
 
 
-def _register_var(name: int) -> int:
-    raise NotServed(f"device variable {ctypes.string_at(name).decode(errors='replace')}: "
-                    "__device__ and __managed__ variables are not served by the CPU device's "
-                    "stand-in runtime yet")
+def _register_managed_var(name: int) -> int:
+    raise NotServed(f"managed variable {ctypes.string_at(name).decode(errors='replace')}: "
+                    "__managed__ variables are not served by the CPU device's stand-in "
+                    "runtime yet")
 
 
 def _unserved(name: int) -> int:
@@ -185,7 +236,10 @@ CALLS: dict[str, Callable[..., int]] = {
     **{name: _plain(name) for name in (
         "cudaStreamSynchronize", "cudaStreamQuery", "cudaStreamDestroy", "cudaEventRecord",
         "cudaEventSynchronize", "cudaEventQuery", "cudaEventDestroy")},
-    "__cudaRegisterVar": _register_var,
+    "__cudaRegisterManagedVar": _register_managed_var,
+    "cudaMemcpyToSymbol": _to_symbol,
+    "cudaMemcpyFromSymbol": _from_symbol,
+    "cudaGetSymbolAddress": _symbol_address,
     "__unserved": _unserved,
 }
 _RESULTS = {"cudaGetErrorName": _error_text("cudaGetErrorName"),

@@ -81,22 +81,97 @@ void __cudaRegisterFunction(void **handle, const char *stub, char *device_fun,
     pthread_mutex_unlock(&gs_lock);
 }
 
-/* Device variables and managed variables are not served: a program that
- * has them is told when it first calls the runtime. */
+/* Device variables (__device__, __constant__): found by their host
+ * shadow's address in cudaMemcpyToSymbol and its kin. */
+typedef struct {
+    const void *host;
+    const char *name;
+    const void *fatbin;
+} gs_var;
+
+static gs_var *gs_vars;
+static int gs_nvars, gs_var_capacity;
+
 void __cudaRegisterVar(void **handle, char *host_var, char *device_address,
                        const char *device_name, int ext, size_t size, int constant, int global) {
+    (void)device_address, (void)ext, (void)size, (void)constant, (void)global;
+    pthread_mutex_lock(&gs_lock);
+    if (gs_nvars == gs_var_capacity) {
+        gs_var_capacity = gs_var_capacity ? 2 * gs_var_capacity : 64;
+        gs_vars = realloc(gs_vars, gs_var_capacity * sizeof *gs_vars);
+    }
+    gs_vars[gs_nvars++] = (gs_var){host_var, device_name, *handle};
+    pthread_mutex_unlock(&gs_lock);
+}
+
+/* Managed variables are not served: a program that has them is told. */
+void __cudaRegisterManagedVar(void **handle, void **host_var, char *device_address,
+                              const char *device_name, int ext, size_t size, int constant,
+                              int global) {
     (void)handle, (void)host_var, (void)device_address, (void)ext, (void)size, (void)constant,
         (void)global;
     gs_arg a[1];
     A_P(0, device_name);
-    gpusafe_call_runtime("__cudaRegisterVar", 1, a);
+    gpusafe_call_runtime("__cudaRegisterManagedVar", 1, a);
 }
 
-void __cudaRegisterManagedVar(void **handle, void **host_var, char *device_address,
-                              const char *device_name, int ext, size_t size, int constant,
-                              int global) {
-    __cudaRegisterVar(handle, (char *)host_var, device_address, device_name, ext, size,
-                      constant, global);
+static const gs_var *gs_find_var(const void *host) {
+    const gs_var *v = NULL;
+    pthread_mutex_lock(&gs_lock);
+    for (int i = 0; i < gs_nvars; i++)
+        if (gs_vars[i].host == host)
+            v = &gs_vars[i];
+    pthread_mutex_unlock(&gs_lock);
+    return v;
+}
+
+#define GS_INVALID_SYMBOL 13 /* cudaErrorInvalidSymbol */
+#define GS_VAR(k, symbol)                                                                  \
+    const gs_var *v_ = gs_find_var(symbol);                                                \
+    if (!v_)                                                                               \
+        return GS_INVALID_SYMBOL;                                                          \
+    A_P(k, v_->name), A_P(k + 1, v_->fatbin)
+
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t n, size_t offset,
+                               int kind) {
+    gs_arg a[6];
+    GS_VAR(0, symbol);
+    A_P(2, src), A_U(3, n), A_U(4, offset), A_I(5, kind);
+    return CALL("cudaMemcpyToSymbol", 6);
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t n, size_t offset,
+                                    int kind, void *stream) {
+    (void)stream;
+    return cudaMemcpyToSymbol(symbol, src, n, offset, kind);
+}
+
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t n, size_t offset,
+                                 int kind) {
+    gs_arg a[6];
+    GS_VAR(0, symbol);
+    A_P(2, dst), A_U(3, n), A_U(4, offset), A_I(5, kind);
+    return CALL("cudaMemcpyFromSymbol", 6);
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t n, size_t offset,
+                                      int kind, void *stream) {
+    (void)stream;
+    return cudaMemcpyFromSymbol(dst, symbol, n, offset, kind);
+}
+
+cudaError_t cudaGetSymbolAddress(void **address, const void *symbol) {
+    gs_arg a[4];
+    GS_VAR(0, symbol);
+    A_P(2, address), A_P(3, NULL);
+    return CALL("cudaGetSymbolAddress", 4);
+}
+
+cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol) {
+    gs_arg a[4];
+    GS_VAR(0, symbol);
+    A_P(2, NULL), A_P(3, size);
+    return CALL("cudaGetSymbolAddress", 4);
 }
 
 /* ---- launches ---- */
