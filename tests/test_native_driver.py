@@ -392,3 +392,13 @@ def test_nvcc_program_with_device_variables(tmp_path: Path) -> None:
     [v] = doc["violations"]
     assert v["kind"] == "api-out-of-bounds"
     assert (v["allocation"]["size"], v["allocation"]["offset"]) == (16, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_nvcc_program_reads_the_device_properties(tmp_path: Path) -> None:
+    done, _ = _run([str(_nvcc_build(tmp_path, "--no-compress", name="runtime_properties"))],
+                   tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no error: 1 device(s), gpusafe CPU device" in done.stdout
+    assert "warp 32" in done.stdout

@@ -68,7 +68,7 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
         return not_served(row.label, session)
     try:
         return call(*args)
-    except NotServed as e:
+    except (NotServed, NotImplementedError) as e:  # a form, or a function, not served
         return not_served(row.label, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(

@@ -76,8 +76,8 @@ def runtime_source() -> str:
     text = RUNTIME_SHIM.read_text()
     defined = set(re.findall(r"^\S.*?\b(cuda\w+)\(", text, flags=re.M))
     stubs = []
-    for name in RUNTIME_NAMES.read_text().split():
-        if name.startswith("cuda") and name not in defined:
+    for name in RUNTIME_NAMES.read_text().splitlines():
+        if name and not name.startswith("#") and name not in defined:
             stubs.append(f'cudaError_t {name}(void) {{ gs_arg a[1]; A_P(0, "{name}"); '
                          f'return CALL("__unserved", 1); }}\n')
     return text + "".join(stubs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cuda.bindings import driver as D
@@ -157,6 +158,36 @@ def _plain(name: str) -> Callable[..., int]:
     return lambda *args: int(getattr(R, name)(*args)[0])
 
 
+def _device_prop_size() -> int:
+    """sizeof(struct cudaDeviceProp) in the headers the runtime table came from."""
+    for line in (Path(__file__).resolve().parent / "runtime_api.txt").read_text().splitlines():
+        if line.startswith("#sizeof cudaDeviceProp "):
+            return int(line.split()[-1])
+    raise NotServed("cudaGetDeviceProperties (the table has no size for cudaDeviceProp)")
+
+
+def _device_properties(out: int, device: int) -> int:
+    """The runtime door's ``cudaDeviceProp`` is cuda-bindings' C struct, laid
+    out by the same CUDA 13 headers as the program's: copied whole."""
+    err, prop = R.cudaGetDeviceProperties(device)
+    if int(err) == 0:
+        ctypes.memmove(out, prop.getPtr(), _device_prop_size())
+    return int(err)
+
+
+def _device_attribute(out: int, attr: int, device: int) -> int:
+    """The runtime's device attributes are the driver's, number for number."""
+    try:
+        attribute = D.CUdevice_attribute(attr)
+    except ValueError:
+        return 1  # cudaErrorInvalidValue
+    R.cudaFree(0)  # the driver initialised, as the runtime does
+    err, value = D.cuDeviceGetAttribute(attribute, device)
+    if int(err) == 0:
+        ctypes.c_int32.from_address(out).value = int(value)
+    return int(err)
+
+
 def _elapsed(out: int, start: int, end: int) -> int:
     err, ms = R.cudaEventElapsedTime(start, end)
     if int(err) == 0 and out:
@@ -228,6 +259,8 @@ CALLS: dict[str, Callable[..., int]] = {
     "cudaSetDevice": _plain("cudaSetDevice"),
     "cudaGetDevice": _out("cudaGetDevice", ctypes.c_int32),
     "cudaGetDeviceCount": _out("cudaGetDeviceCount", ctypes.c_int32),
+    "cudaGetDeviceProperties": _device_properties,
+    "cudaDeviceGetAttribute": _device_attribute,
     "cudaStreamCreate": _out("cudaStreamCreate"),
     "cudaStreamCreateWithFlags": _out("cudaStreamCreateWithFlags"),
     "cudaEventCreate": _out("cudaEventCreate"),
@@ -258,7 +291,7 @@ def dispatch(name: str, args: tuple[int, ...]) -> int:
         return _RESULTS[name](*args)
     try:
         error = CALLS[name](*args)
-    except NotServed as e:
+    except (NotServed, NotImplementedError) as e:
         error = adapter.not_served(name, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(

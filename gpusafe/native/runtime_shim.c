@@ -242,6 +242,8 @@ cudaError_t cudaPeekAtLastError(void) { gs_arg *a = NULL; return CALL("cudaPeekA
 cudaError_t cudaSetDevice(int d) { gs_arg a[1]; A_I(0, d); return CALL("cudaSetDevice", 1); }
 cudaError_t cudaGetDevice(int *d) { gs_arg a[1]; A_P(0, d); return CALL("cudaGetDevice", 1); }
 cudaError_t cudaGetDeviceCount(int *n) { gs_arg a[1]; A_P(0, n); return CALL("cudaGetDeviceCount", 1); }
+cudaError_t cudaGetDeviceProperties(void *prop, int d) { gs_arg a[2]; A_P(0, prop), A_I(1, d); return CALL("cudaGetDeviceProperties", 2); }
+cudaError_t cudaDeviceGetAttribute(int *value, int attr, int d) { gs_arg a[3]; A_P(0, value), A_I(1, attr), A_I(2, d); return CALL("cudaDeviceGetAttribute", 3); }
 cudaError_t cudaStreamSynchronize(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamSynchronize", 1); }
 cudaError_t cudaStreamQuery(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamQuery", 1); }
 cudaError_t cudaStreamCreate(void **s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamCreate", 1); }
