@@ -277,6 +277,18 @@ def test_numba_shared_memory_and_atomics_pass_checked(tmp_path: Path) -> None:
     assert "histogram" in kernel["name"] and kernel["launches"] == 1
 
 
+@pytest.mark.slow
+@needs_numba
+def test_numba_shared_memory_overrun_found_at_its_line(tmp_path: Path) -> None:
+    done, doc = _run([sys.executable, str(SOURCES / "numba_shared_oob.py")], tmp_path)
+    assert done.returncode == 86, done.stderr
+    assert "histogram done" in done.stdout
+    [v] = doc["violations"]
+    assert (v["kind"], v["access"], v["location"]["line"], v["count"]) == (
+        "shared-out-of-bounds", "write", 15, 4)
+    assert {tuple(t["thread"]) for t in v["threads"]} == {(16, 0, 0)}
+
+
 def _nvcc() -> Path | None:
     if INCLUDE is None:
         return None
