@@ -168,8 +168,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))
     try:
         try:
-            status = run_program(command, child_environment(session_dir, options.__dict__,
-                                                                    stand_in))
+            env = child_environment(session_dir, options.__dict__, stand_in)
+            status = run_program(command, env)
         except LaunchError as e:
             return tool_error(PROG, str(e))
         report, problems = collect(session_dir, argv, device_name, status, args.check)
