@@ -10,12 +10,16 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The native stand-ins (libcuda.so.1, libcudart.so.13) are C, built here with the
+# machine's cc into gpusafe's cache; gpusafe builds them on first use otherwise.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[samples]'
+	$(BIN)/python -m gpusafe.native.build
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m gpusafe.native.build
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
@@ -34,6 +38,7 @@ check: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/parse_speed.py
 	$(BIN)/python bench/cpu_device.py
+	$(BIN)/python bench/native_overhead.py
 
 clean:
 	rm -rf $(VENV)

@@ -18,13 +18,13 @@ import traceback
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import CommandParser, inspect, instrument, one_line, report, run
+from .commands import CommandParser, inspect, instrument, nvcc, one_line, report, run
 from .exitcodes import EXIT_INTERRUPTED, EXIT_TOOL_ERROR
 
 DEBUG_ENV = "GPUSAFE_DEBUG"
 """Set to 1 to get the traceback of an internal error."""
 
-SUBCOMMANDS = (inspect, run, instrument, report)
+SUBCOMMANDS = (inspect, run, instrument, report, nvcc)
 """The modules of the subcommands, in the order ``gpusafe --help`` lists them."""
 
 
@@ -61,6 +61,9 @@ def internal_error(error: Exception) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser, commands = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    if unknown and getattr(args, "pass_through", False):
+        args.args = unknown + list(args.args)  # another tool's flags (gpusafe nvcc)
+        unknown = []
     if unknown:  # said by the subcommand, whose flags they are not
         commands[args.subcommand].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:

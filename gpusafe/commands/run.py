@@ -35,7 +35,14 @@ from ..engine.callsite import DEFAULT_STACK_DEPTH
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
 from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from ..process.session import RunOptions
-from ..process.start import LaunchError, child_environment, choose_device, classify, run_program
+from ..process.start import (
+    LaunchError,
+    child_environment,
+    choose_device,
+    classify,
+    run_program,
+    stand_in_driver,
+)
 from ..report import Report, ReportBuilder, formats, suppressions
 from ..report.formats import RenderOptions
 from . import count, reason, tool_error, write_output
@@ -159,11 +166,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return tool_error(PROG, str(e))
     try:
         command = classify(argv)
-        if not command.python:
-            return tool_error(PROG, f"{argv[0]} is a native program. gpusafe checks Python "
-                                    "programs that use cuda-python today; native programs are "
-                                    "not supported yet. Nothing was run.")
         device, device_name, note = choose_device(args.device)
+        if not command.python and device != "cpu":
+            return tool_error(PROG, f"{argv[0]} is a native program: gpusafe checks native "
+                                    "programs on the CPU device only today (--device cpu). "
+                                    "Nothing was run.")
+        stand_in = stand_in_driver(command) if device == "cpu" else None
     except LaunchError as e:
         return tool_error(PROG, str(e))
     if not args.check:
@@ -177,7 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))
     try:
         try:
-            status = run_program(command, child_environment(session_dir, options.__dict__))
+            env = child_environment(session_dir, options.__dict__, stand_in)
+            status = run_program(command, env)
         except LaunchError as e:
             return tool_error(PROG, str(e))
         report, problems = collect(session_dir, argv, device_name, status, args.check)

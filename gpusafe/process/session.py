@@ -75,6 +75,10 @@ class Session:
             self.engine = Engine(backend, self.findings,
                                  Policy(o.padding, o.quarantine, o.leak_check, o.kernel_filter))
         install_python_door(backend, self.engine, self.findings)
+        if self.options.device == "cpu":
+            from ..native.frameworks import install_framework_hooks
+
+            install_framework_hooks()  # frameworks that load the driver themselves
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:

@@ -1,8 +1,9 @@
 """Starting the user's program with gpusafe inside it.
 
-Decides what kind of program a command is (a Python program can be checked;
-a native one cannot yet), which device serves its CUDA calls, and runs it
-with the bootstrap on the interpreter's start-up path.  The program's argv,
+Decides what kind of program a command is (a Python program, or a native
+one, checked on the CPU device through the stand-in driver), which device
+serves its CUDA calls, and runs it with the bootstrap on the interpreter's
+start-up path.  The program's argv,
 stdin/stdout/stderr and exit status are its own; gpusafe only adds two
 environment variables and a directory where each process leaves its findings.
 """
@@ -58,6 +59,24 @@ def classify(argv: list[str]) -> Command:
     return Command(list(argv), first.startswith(b"#!") and b"python" in first)
 
 
+def stand_in_driver(command: Command) -> Path | None:
+    """The folder of the stand-in driver for a program on the CPU device
+    (built now if needed).  A native program cannot run without it; a Python
+    program is served by the Python door anyway, and the stand-in only serves
+    the frameworks that load the driver themselves, so there a build failure
+    is said and not fatal."""
+    from ..native.build import BuildError, library_dir
+
+    try:
+        return library_dir()
+    except BuildError as e:
+        if not command.python:
+            raise LaunchError(f"{command.argv[0]} is a native program: {e}") from None
+        print(f"gpusafe: {e}; frameworks that load libcuda.so.1 themselves will not find a "
+              "driver", file=sys.stderr)
+        return None
+
+
 def probe_gpu() -> str | None:
     """The first GPU's name if the real driver works here, else None."""
     try:
@@ -92,8 +111,18 @@ def choose_device(requested: str) -> tuple[str, str, str]:
     return "cuda", gpu, f"running kernels on {gpu}"
 
 
-def child_environment(session_dir: Path, options: dict) -> dict[str, str]:
+def child_environment(session_dir: Path, options: dict,
+                      stand_in: Path | None = None) -> dict[str, str]:
+    """The program's environment with gpusafe in it; ``stand_in``: the folder
+    of the stand-in ``libcuda.so.1``, found first by the dynamic loader, and
+    the interpreter it starts in a native program (this one, with its
+    packages)."""
     env = dict(os.environ)
+    if stand_in is not None:
+        paths = [str(stand_in)] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH")
+                                   else [])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(paths)
+        env["GPUSAFE_PYTHON"] = sys.executable
     # Only the start-up hook's folder (which holds nothing else) joins the
     # program's import path; the hook finds gpusafe's own packages by name in
     # GPUSAFE_HOME, so the program's modules are never shadowed by ours.

@@ -1,0 +1,66 @@
+/* Driver entry points resolved the way the CUDA runtime resolves them: the
+ * library opened with dlopen, every function through cuGetProcAddress_v2. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+
+static get_proc_t get_proc;
+
+static void *resolve(const char *name) {
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult found;
+    CUresult rc = get_proc(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (rc != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {
+        fprintf(stderr, "cuGetProcAddress(%s) failed: %d/%d\n", name, (int)rc, (int)found);
+        exit(5);
+    }
+    return fn;
+}
+
+int main(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 6;
+    }
+    get_proc = (get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
+    if (!get_proc)
+        return 7;
+    /* an unknown name and a version older than the function are refused */
+    void *fn = (void *)1;
+    CUdriverProcAddressQueryResult found;
+    if (get_proc("cuNoSuchFunction", &fn, CUDA_VERSION, 0, &found) != CUDA_ERROR_NOT_FOUND ||
+        found != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND || fn != NULL)
+        return 8;
+    if (get_proc("cuCtxCreate", &fn, 3000, 0, &found) != CUDA_ERROR_NOT_FOUND ||
+        found != CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+        return 9;
+    CUresult (*init)(unsigned int) = resolve("cuInit");
+    CUresult (*device_get)(CUdevice *, int) = resolve("cuDeviceGet");
+    CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice) =
+        resolve("cuCtxCreate");
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t) = resolve("cuMemAlloc");
+    CUresult (*memset_d32)(CUdeviceptr, unsigned int, size_t) = resolve("cuMemsetD32");
+    CUresult (*copy_dtoh)(void *, CUdeviceptr, size_t) = resolve("cuMemcpyDtoH");
+    CUresult (*mem_free)(CUdeviceptr) = resolve("cuMemFree");
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr buf;
+    unsigned int host[16] = {0};
+    if (init(0) || device_get(&dev, 0) || ctx_create(&ctx, NULL, 0, dev) ||
+        mem_alloc(&buf, sizeof host) || memset_d32(buf, 7u, 16) ||
+        copy_dtoh(host, buf, sizeof host))
+        return 10;
+    for (int i = 0; i < 16; i++)
+        if (host[i] != 7u)
+            return 11;
+    /* one element too many: the engine refuses the copy as out of bounds */
+    CUresult over = copy_dtoh(host, buf, sizeof host + 4);
+    mem_free(buf);
+    printf("resolved through cuGetProcAddress; overlong copy: %d\n", (int)over);
+    return 0;
+}
