@@ -25,7 +25,7 @@ from . import mbarrier
 from .access import load, store
 from .decoded import DecodeError, Op
 from .decoder import DecodeContext, guard_simple
-from .frames import ALL, Frame
+from .frames import Frame, lanes_by_size
 from .operands import const_reader
 
 _U8 = np.dtype(np.uint8)
@@ -55,12 +55,7 @@ def build_cp_async_bulk(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         s = src(fr, act, nact)
         d = dst(fr, act, nact)
         n = np.broadcast_to(size(fr, act, nact), (nact,)).astype(np.int64)
-        for v in np.unique(n):
-            v = int(v)
-            if v == 0:
-                continue
-            lanes = np.flatnonzero(n == v)
-            sub = lanes if act is ALL else act[lanes]
+        for v, lanes, sub in lanes_by_size(n, act):
             data = load(fr, instr, sub, len(lanes), src_access.space, s[lanes], _U8, v,
                         BULK_ALIGN).reshape(len(lanes), v)
             store(fr, instr, sub, len(lanes), dst_access.space, d[lanes], _U8, data,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO
 
 import numpy as np
@@ -53,6 +53,17 @@ def as_index(act: Any, n: int) -> np.ndarray:
     if isinstance(act, slice):
         return np.arange(n, dtype=np.int64)
     return act
+
+
+def lanes_by_size(sizes: np.ndarray, act: Any) -> Iterator[tuple[int, np.ndarray, Any]]:
+    """The active lanes grouped by the bytes each moves (an instruction whose
+    size is a register: a copy, a bulk copy), lanes moving none left out:
+    ``(bytes, positions among the active lanes, the lanes themselves)``."""
+    for v in np.unique(sizes):
+        if v == 0:
+            continue
+        positions = np.flatnonzero(sizes == v)
+        yield int(v), positions, positions if act is ALL else act[positions]
 
 
 class PendingCall(Protocol):

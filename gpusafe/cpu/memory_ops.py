@@ -32,7 +32,7 @@ from .atomics import ATOMIC_OPS, atomic_update, update_fn
 from .decoded import FRAME_PARAM_FLAG, DecodeError, Op
 from .decoder import DecodeContext, guard_simple
 from .errors import IllegalAddress
-from .frames import ALL, Frame, as_index
+from .frames import Frame, as_index, lanes_by_size
 from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from .ptx_types import UNSIGNED, dtype_of
 
@@ -396,12 +396,7 @@ def build_cp_async(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
             if ignored is not None:
                 n[ignored(fr, act, nact)] = 0
             data = np.zeros((nact, width), dtype=u8)
-            for v in np.unique(n):
-                v = int(v)
-                if v == 0:
-                    continue
-                lanes = np.flatnonzero(n == v)
-                sub_act = lanes if act is ALL else act[lanes]
+            for v, lanes, sub_act in lanes_by_size(n, act):
                 got = load(fr, instr, sub_act, len(lanes), "global", s[lanes], u8, v, cp_size)
                 data[lanes, :v] = got.reshape(len(lanes), v)
         if width < cp_size:
