@@ -223,7 +223,6 @@ def test_the_program_imports_its_own_modules_and_sees_only_the_start_up_hook(tmp
     import subprocess
     import sys
 
-    from gpusafe.process.start import BOOT_DIR
 
     (tmp_path / "instrument.py").write_text("WHO = 'the program'\n")
     (tmp_path / "tests").mkdir()
@@ -258,12 +257,17 @@ def test_the_program_imports_its_own_modules_and_sees_only_the_start_up_hook(tmp
                               sys.executable, str(app)], cwd=tmp_path, capture_output=True,
                              text=True, env=dict(env, OUT=str(tmp_path / "checked.json")))
     assert checked.returncode == 86, checked.stdout + checked.stderr  # the kernel was checked
+    # the gpusafe that ran is the installed one (no PYTHONPATH): its start-up folder
+    boot, home = subprocess.run(
+        [sys.executable, "-c", "from gpusafe.process.start import BOOT_DIR, PACKAGES_HOME; "
+         "print(BOOT_DIR); print(PACKAGES_HOME)"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, check=True).stdout.split()
     before = json.loads((tmp_path / "plain.json").read_text())
     after = json.loads((tmp_path / "checked.json").read_text())
     assert after["who"] == ["the program", "the program"]
     samples = str(ROOT / "samples")  # the program's own sys.path.insert
-    assert [p for p in after["path"] if p not in (str(BOOT_DIR), samples)] == before["path"]
-    assert set(os.listdir(BOOT_DIR)) <= {"sitecustomize.py", "__pycache__"}
+    assert [p for p in after["path"] if p not in (boot, samples)] == before["path"]
+    assert set(os.listdir(boot)) <= {"sitecustomize.py", "__pycache__"}
     assert after["gpusafe"] and not before["gpusafe"]
-    assert all(Path(f).is_relative_to(ROOT) or "site-packages" in f
+    assert all(Path(f).is_relative_to(home)
                for f in after["own"].values() if f), after["own"]
