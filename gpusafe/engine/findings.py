@@ -18,7 +18,7 @@ from gpusafe_instrument.kinds import ViolationKind
 
 from ..report import AllocationInfo, ReportBuilder, SourceLocation, Stack
 from .callsite import CallSite
-from .launches import LaunchPipeline
+from .launches import DeviceMemoryError, LaunchPipeline
 from .registry import Allocation, HostViolation, Registry
 from .sources import KernelSources
 
@@ -65,7 +65,10 @@ def heap_allocation(pipeline: LaunchPipeline, heap: int, tag: int) -> Allocation
     """The device-heap block of ``tag`` as the report describes it: the
     kernel launched when it was malloc'd, the source lines of its malloc and
     free (null where the PTX has no line info)."""
-    block = pipeline.heap_block(heap, tag)
+    try:
+        block = pipeline.heap_block(heap, tag)
+    except DeviceMemoryError:  # the heap table went with a context a fault killed
+        block = None
     if block is None:
         return None
     made = pipeline.heap_site(block.alloc_origin, block.alloc_site)
