@@ -13,9 +13,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from cuda.bindings.driver import CUdeviceptr, CUpointer_attribute
+from cuda.bindings.driver import CUDA_KERNEL_NODE_PARAMS, CUdeviceptr, CUpointer_attribute
 
 from ..cudaapi.args import handle_value
+from ..cudaapi.params import ParamError
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
 from .wrappers import ApiWrappers, Ranges, address, size
@@ -165,6 +166,34 @@ class DriverDoor(ApiWrappers):
 
         return wrapper
 
+    def graph_kernel_node_wrapper(self) -> Callable[..., Any]:
+        """``cuGraphAddKernelNode``: the node gets the program's arguments laid
+        out for the instrumented kernel, so the backend can copy them; each
+        launch of the node then goes through :meth:`launch_wrapper`."""
+        real = self.real["cuGraphAddKernelNode"]
+        engine = self.engine
+        kept: list[Any] = []  # the argument copies live as long as the door
+
+        def wrapper(hGraph, dependencies, numDependencies, nodeParams):
+            try:
+                array = engine.graph_kernel_params(nodeParams.func, nodeParams.kernelParams,
+                                                   nodeParams.extra)
+            except (AttributeError, TypeError):
+                return real(hGraph, dependencies, numDependencies, nodeParams)
+            except ParamError:
+                return (self.invalid, None)
+            if array is None:
+                return real(hGraph, dependencies, numDependencies, nodeParams)
+            node = CUDA_KERNEL_NODE_PARAMS()
+            for field in ("func", "gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY",
+                          "blockDimZ", "sharedMemBytes"):
+                setattr(node, field, getattr(nodeParams, field))
+            node.kernelParams, node.extra = array.address, 0
+            kept.append(array)
+            return real(hGraph, dependencies, numDependencies, node)
+
+        return wrapper
+
     # -- virtual memory management -----------------------------------------------
 
     def map_wrapper(self) -> Callable[..., Any]:
@@ -261,6 +290,7 @@ class DriverDoor(ApiWrappers):
             "cuModuleUnload": self.unload_wrapper,
             "cuLaunchKernel": self.launch_wrapper,
             "cuLaunchKernelEx": self.launch_ex_wrapper,
+            "cuGraphAddKernelNode": self.graph_kernel_node_wrapper,
             "cuCtxDestroy": self.ctx_destroy_wrapper,
             "cuMemGetAddressRange": self.address_range_wrapper,
             "cuMemMap": self.map_wrapper,
@@ -272,7 +302,17 @@ class DriverDoor(ApiWrappers):
         })
         for name in ("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"):
             makers[name] = functools.partial(self.primary_ctx_wrapper, name)
-        return {name: make() for name, make in makers.items() if name in self.real}
+        wrapped = {name: make() for name, make in makers.items() if name in self.real}
+        self._route_graph_nodes(wrapped)
+        return wrapped
+
+    def _route_graph_nodes(self, wrapped: dict[str, Callable[..., Any]]) -> None:
+        """A backend that runs graph nodes through its own calls (the CPU
+        device) runs them through these wrappers instead: each kernel node of
+        each ``cuGraphLaunch`` is then a checked launch, each copy a judged one."""
+        route = getattr(self.engine.driver, "set_graph_calls", None)
+        if route is not None:
+            route(wrapped)
 
 
 def _ptr(value: Any) -> int:

@@ -295,6 +295,25 @@ class Engine:
             self.drain()  # the launch has finished already
         return result
 
+    def graph_kernel_params(self, function: Any, kernel_params: Any,
+                            extra: Any) -> PointerArray | None:
+        """A graph kernel node's arguments copied now (as the driver copies
+        them at add time), as a ``void*`` array laid out for the instrumented
+        kernel (its launch-context slot a placeholder that :meth:`launch`
+        replaces at each launch); None for a kernel that runs unchecked."""
+        entry = self.modules.kernel(int(function))
+        if entry is None:
+            return None
+        info, _ = self.modules.checked_kernel(*entry)
+        if info is None:
+            return None
+        end = max((offset + size for _, offset, size in info.params), default=0)
+        params = pack(entry[1], info.params, end, cuda_args.convert_kernel_params(kernel_params),
+                      int(extra or 0))
+        context = info.context_param_offset
+        buffer = params.ljust(max(end, context + 8), b"\0")
+        return PointerArray(buffer, [offset for _, offset, _ in info.params] + [context])
+
     def _failed(self, launch: Launch, error: Any) -> None:
         """A launch that did not run, or ended in a device fault: what it
         recorded before the fault is still reported, and so is the fault."""

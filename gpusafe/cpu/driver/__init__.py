@@ -101,7 +101,8 @@ device attributes), :mod:`.contexts`, :mod:`.memory_calls` (allocations),
 (function attributes, occupancy), :mod:`.launches`, :mod:`.streams` (streams
 and events), :mod:`.memory_kinds` (managed and registered host memory),
 :mod:`.pools` (stream-ordered allocation, memory pools), :mod:`.vmm`
-(virtual memory management), :mod:`.pointers` (pointer attributes).
+(virtual memory management), :mod:`.pointers` (pointer attributes), :mod:`.graphs` (CUDA graphs built
+explicitly; their nodes run through :meth:`Driver.set_graph_calls`).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ from .api import REAL_FUNCTIONS
 from .contexts import ContextCalls
 from .copies import CopyCalls
 from .devices import DeviceCalls
-from .launches import LaunchCalls
+from .graphs import GraphCalls
 from .memory_kinds import MemoryKindCalls
 from .modules import ModuleCalls
 from .pointers import PointerCalls
@@ -129,7 +130,7 @@ reexport(_real, "cu", globals())
 
 
 class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
-             LaunchCalls, StreamCalls, VmmCalls, PointerCalls):
+             GraphCalls, StreamCalls, VmmCalls, PointerCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after
