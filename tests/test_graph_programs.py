@@ -18,15 +18,18 @@ from test_run_cli import gpusafe_run, line_of
 pytestmark = pytest.mark.slow
 
 
-def test_graph_launched_kernels_are_checked_at_each_launch(tmp_path: Path) -> None:
-    app = install(tmp_path, "simple_graphs")
+@pytest.mark.parametrize(("name", "kernels"), [("simple_graphs", 2),
+                                               ("simple_graphs_runtime", 1)])
+def test_graph_launched_kernels_are_checked_at_each_launch(tmp_path: Path, name: str,
+                                                           kernels: int) -> None:
+    app = install(tmp_path, name)
     rc, doc, out = gpusafe_run(tmp_path, "--leak-check", "python", app.name)
     assert rc == 0, out
-    assert "simpleCudaGraphs: PASSED" in out, out
+    assert "PASSED" in out, out
     assert doc["violations"] == []
     summary = doc["summary"]
-    # two kernel nodes, three graph launches: six checked launches
-    assert summary["kernels_checked"] == 2 and summary["launches"] == 6, summary
+    # each kernel node checked at each of the three graph launches
+    assert summary["kernels_checked"] == kernels and summary["launches"] == 3 * kernels, summary
     assert summary["unchecked_launches"] == 0 and summary["unimplemented_calls"] == 0
 
 
@@ -44,3 +47,31 @@ def test_an_overflow_in_a_graph_kernel_is_reported_at_its_line(tmp_path: Path) -
     allocated = line_of(app, "d_tmp = checkCudaErrors(driver.cuMemAlloc(nbytes))")
     assert v["allocation"]["allocated_at"] == f"{app.name}:{allocated}", v
     assert v["count"] == 3, v  # the last thread, at each of the three graph launches
+
+
+def test_an_overflow_in_a_runtime_graph_kernel_is_reported_at_its_line(tmp_path: Path) -> None:
+    old, new = "y[i] = y[i] + x[i] * x[i];", "y[i] = y[i] + x[i] * x[i + 1];"
+    app = install(tmp_path, "simple_graphs_runtime", [(old, new)])
+    rc, doc, out = gpusafe_run(tmp_path, "python", app.name)
+    assert rc == 86, out
+    found = [v for v in doc["violations"] if v["kind"] == "global-out-of-bounds"]
+    assert len(found) == 1 and found[0]["access"] == "read", out
+    v = found[0]
+    assert v["location"]["line"] == kernel_line(app, new), v
+    allocated = line_of(app, "d_x = checkCudaErrors(runtime.cudaMalloc(nbytes))")
+    assert v["allocation"]["allocated_at"] == f"{app.name}:{allocated}", v
+
+
+def test_a_graph_memcpy_node_past_its_allocation_is_refused_and_reported(
+        tmp_path: Path) -> None:
+    old = "graph, None, 0, d_x, h_x, nbytes, K.cudaMemcpyHostToDevice))"
+    app = install(tmp_path, "simple_graphs_runtime",
+                  [(old, old.replace("nbytes,", "nbytes + 4,")),
+                   ("h_x = np.linspace(0, 1, n, dtype=np.float32)",
+                    "h_x = np.linspace(0, 1, n + 1, dtype=np.float32)")])
+    rc, doc, out = gpusafe_run(tmp_path, "python", app.name)
+    assert rc == 86, out
+    assert any(v["kind"] == "api-out-of-bounds" and
+               v["allocation"]["allocated_at"] ==
+               f"{app.name}:{line_of(app, 'd_x = checkCudaErrors(runtime.cudaMalloc(nbytes))')}"
+               for v in doc["violations"]), out

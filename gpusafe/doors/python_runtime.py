@@ -17,8 +17,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from cuda.bindings.runtime import cudaError_t, cudaMemcpyKind
+from cuda.bindings.runtime import cudaError_t, cudaKernelNodeParams, cudaMemcpyKind
 
+from ..cudaapi.params import ParamError
 from ..engine.checking import Engine
 from .wrappers import ApiWrappers, Ranges, address, size
 
@@ -106,7 +107,36 @@ class RuntimeDoor(ApiWrappers):
                      "cudaStreamQuery", "cudaEventQuery"):
             add(name, functools.partial(self.sync_wrapper, name))
         add("cudaDeviceReset", self.device_reset_wrapper)
+        add("cudaGraphAddKernelNode", self.graph_kernel_node_wrapper)
         return w
+
+    def graph_kernel_node_wrapper(self) -> Callable[..., Any]:
+        """``cudaGraphAddKernelNode``: the node gets the program's arguments laid
+        out for the instrumented kernel (as the driver door's twin does); each
+        launch of the node is then a checked ``cuLaunchKernel``."""
+        real = self.real["cudaGraphAddKernelNode"]
+        engine = self.engine
+        kept: list[Any] = []  # the argument copies live as long as the door
+
+        def wrapper(graph, pDependencies, numDependencies, pNodeParams):
+            try:
+                array = engine.graph_kernel_params(int(pNodeParams.func),
+                                                   pNodeParams.kernelParams, pNodeParams.extra)
+            except (AttributeError, TypeError):
+                return real(graph, pDependencies, numDependencies, pNodeParams)
+            except ParamError:
+                return (self.invalid, None)
+            if array is None:
+                return real(graph, pDependencies, numDependencies, pNodeParams)
+            node = cudaKernelNodeParams()
+            node.func, node.gridDim, node.blockDim = (pNodeParams.func, pNodeParams.gridDim,
+                                                      pNodeParams.blockDim)
+            node.sharedMemBytes = pNodeParams.sharedMemBytes
+            node.kernelParams, node.extra = array.address, 0
+            kept.append(array)
+            return real(graph, pDependencies, numDependencies, node)
+
+        return wrapper
 
     def device_reset_wrapper(self) -> Callable[..., Any]:
         """``cudaDeviceReset()`` destroys the current device's primary context."""

@@ -59,7 +59,8 @@ Decisions:
 Modules by job: :mod:`.base` (the driver under it, last errors, the implicit
 context, a method as a cuda-python call), :mod:`.devices` (errors, versions,
 the device), :mod:`.memory_calls` (allocations, copies, sets),
-:mod:`.streams` (streams and events). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
+:mod:`.streams` (streams and events), :mod:`.graphs` (CUDA graphs built
+explicitly, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
   are launched through the driver API (``cuModuleLoadData`` +
   ``cuLaunchKernel``) with runtime pointers as arguments.
 """
@@ -75,6 +76,7 @@ from ..driver import Driver, default_driver
 from .base import REAL_FUNCTIONS
 from .base import to_cuda_error as to_cuda_error
 from .devices import DeviceCalls
+from .graphs import GraphCalls
 from .memory_calls import PITCH_ALIGNMENT as PITCH_ALIGNMENT
 from .memory_calls import MemoryCalls
 from .memory_kinds import MemoryKindCalls
@@ -84,7 +86,7 @@ from .streams import StreamCalls
 # every non-function name of cuda.bindings.runtime (types, enums, constants)
 reexport(_real, "cuda", globals())
 
-class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls):
+class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls, GraphCalls):
     """cuda-python's runtime API on one CPU device (the driver ``driver``)."""
 
     IMPLEMENTED: frozenset[str] = frozenset()
