@@ -94,13 +94,13 @@ def test_nodes_run_in_dependency_order_at_each_launch(dev) -> None:
     hp.userData = 5
     copy = ok(drv.cuGraphAddMemcpyNode(g, None, 0, dtoh(out, x, n * 4), ctx))
     h = ok(drv.cuGraphAddHostNode(g, None, 0, hp))
-    ok(drv.cuGraphAddDependencies(g, [copy], [h], 1))
+    ok(drv.cuGraphAddDependencies(g, [copy], [h], None, 1))
     p, keep = kernel_node(fn, x, 3.0, 1.0, n)
     k = ok(drv.cuGraphAddKernelNode(g, None, 0, p))
     keep[0][1][0] = 100.0  # the node copied its arguments when added
     fill = ok(drv.cuGraphAddMemsetNode(
         g, None, 0, memset_node(x, int(np.float32(2.0).view(np.uint32)), n), ctx))
-    ok(drv.cuGraphAddDependencies(g, [fill, k], [k, copy], 2))
+    ok(drv.cuGraphAddDependencies(g, [fill, k], [k, copy], None, 2))
     ex = ok(drv.cuGraphInstantiate(g, 0))
     stream = ok(drv.cuStreamCreate(0))
     for _ in range(2):
@@ -120,7 +120,7 @@ def test_bad_graphs_give_the_drivers_errors(dev) -> None:
     assert drv.cuGraphAddEmptyNode(g, [a, a], 2)[0] == R.CUDA_ERROR_INVALID_VALUE
     other = ok(drv.cuGraphCreate(0))
     assert drv.cuGraphAddEmptyNode(other, [a], 1)[0] == R.CUDA_ERROR_INVALID_VALUE
-    ok(drv.cuGraphAddDependencies(g, [b], [a], 1))  # a cycle
+    ok(drv.cuGraphAddDependencies(g, [b], [a], None, 1))  # a cycle
     assert drv.cuGraphInstantiate(g, 0)[0] == R.CUDA_ERROR_INVALID_VALUE
     assert "cycle" in drv.last_error_detail()
     assert drv.cuGraphCreate(1)[0] == R.CUDA_ERROR_INVALID_VALUE

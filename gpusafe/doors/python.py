@@ -37,7 +37,7 @@ def install_python_door(backend: Backend, engine: Engine | None, findings: Findi
     watch = unsupported_watch(codes, backend.unsupported_reason, unserved) if codes else None
     real = backend_functions(driver, "cu", backend.driver, unserved)
     wrappers = DriverDoor(engine, real).wrappers() if engine is not None else \
-        _counted_launches(real, findings)
+        _counted_launches(real, findings, backend.driver)
     install(driver, real, wrappers, INSTALLED, watch)
     real = backend_functions(runtime, "cuda", backend.runtime, unserved)
     wrappers = RuntimeDoor(engine, real).wrappers() if engine is not None else {}
@@ -46,7 +46,8 @@ def install_python_door(backend: Backend, engine: Engine | None, findings: Findi
         install_nvrtc_door(engine, INSTALLED)
 
 
-def _counted_launches(real: dict[str, Any], findings: Findings) -> dict[str, Callable[..., Any]]:
+def _counted_launches(real: dict[str, Any], findings: Findings,
+                      backend_driver: Any) -> dict[str, Callable[..., Any]]:
     """Without checking, the launches still count: as launches of ``*``,
     unchecked by request, so the report says how many kernels ran unchecked."""
 
@@ -57,5 +58,9 @@ def _counted_launches(real: dict[str, Any], findings: Findings) -> dict[str, Cal
 
         return wrapper
 
-    return {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if n in real}
+    wrapped = {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if n in real}
+    route = getattr(backend_driver, "set_graph_calls", None)
+    if route is not None:
+        route(wrapped)  # graph kernel nodes count as launches too
+    return wrapped
 

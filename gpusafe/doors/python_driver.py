@@ -19,7 +19,7 @@ from ..cudaapi.args import handle_value
 from ..cudaapi.params import ParamError
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
-from .wrappers import ApiWrappers, Ranges, address, size
+from .wrappers import ApiWrappers, Ranges, address, size, unrouted_graph_node
 
 
 def _name(value: Any) -> str:
@@ -32,6 +32,7 @@ class DriverDoor(ApiWrappers):
     def __init__(self, engine: Engine, real: dict[str, Any]) -> None:
         E = engine.E
         super().__init__(engine, real, E.CUDA_SUCCESS, E.CUDA_ERROR_INVALID_VALUE)
+        self.graphs_routed = False  # set once the backend runs graph nodes through the door
 
     def address_range_wrapper(self) -> Callable[..., Any]:
         """``cuMemGetAddressRange``: the allocation as the program asked for
@@ -175,6 +176,9 @@ class DriverDoor(ApiWrappers):
         kept: list[Any] = []  # the argument copies live as long as the door
 
         def wrapper(hGraph, dependencies, numDependencies, nodeParams):
+            if not self.graphs_routed:
+                unrouted_graph_node(engine, "cuGraphAddKernelNode")
+                return (engine.E.CUDA_ERROR_NOT_SUPPORTED, None)
             try:
                 array = engine.graph_kernel_params(nodeParams.func, nodeParams.kernelParams,
                                                    nodeParams.extra)
@@ -313,6 +317,7 @@ class DriverDoor(ApiWrappers):
         route = getattr(self.engine.driver, "set_graph_calls", None)
         if route is not None:
             route(wrapped)
+            self.graphs_routed = True
 
 
 def _ptr(value: Any) -> int:

@@ -21,7 +21,7 @@ from cuda.bindings.runtime import cudaError_t, cudaKernelNodeParams, cudaMemcpyK
 
 from ..cudaapi.params import ParamError
 from ..engine.checking import Engine
-from .wrappers import ApiWrappers, Ranges, address, size
+from .wrappers import ApiWrappers, Ranges, address, size, unrouted_graph_node
 
 
 def _extent(pitch: Any, width: Any, height: Any) -> int:
@@ -119,6 +119,9 @@ class RuntimeDoor(ApiWrappers):
         kept: list[Any] = []  # the argument copies live as long as the door
 
         def wrapper(graph, pDependencies, numDependencies, pNodeParams):
+            if getattr(engine.driver, "set_graph_calls", None) is None:
+                unrouted_graph_node(engine, "cudaGraphAddKernelNode")
+                return (cudaError_t.cudaErrorNotSupported, None)
             try:
                 array = engine.graph_kernel_params(int(pNodeParams.func),
                                                    pNodeParams.kernelParams, pNodeParams.extra)

@@ -276,6 +276,17 @@ def unsupported_watch(codes: frozenset[Any], reason: Callable[[], str],
     return watch
 
 
+GRAPHS_UNROUTED = ("graph kernel nodes cannot be checked on this backend (its graph launches "
+                   "do not run kernel nodes through gpusafe's checked launch)")
+"""Why a graph kernel node is refused by a backend that cannot route it."""
+
+
+def unrouted_graph_node(engine: Engine, name: str) -> None:
+    """Report a graph kernel node the backend would run unchecked (and with
+    the instrumented kernel's launch context missing): the door refuses it."""
+    engine.findings.unimplemented(name, _site(), GRAPHS_UNROUTED)
+
+
 def _site() -> str | None:
     """The program's call site as ``file:line`` (the report keeps one line
     per unserved call and site)."""

@@ -248,9 +248,13 @@ class GraphCalls(LaunchCalls):
         return self._add(hGraph, dependencies, numDependencies, Node("host", run))
 
     @api(0)
-    def cuGraphAddDependencies(self, hGraph: Any, from_: Any, to: Any,
+    def cuGraphAddDependencies(self, hGraph: Any, from_: Any, to: Any, edgeData: Any,
                                numDependencies: Any) -> None:
         graph = self._graph(hGraph)
+        if edgeData:
+            raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
+                       "cuGraphAddDependencies: edge data (programmatic dependent launches) is "
+                       "not supported by the CPU device")
         n = _args.c_int(numDependencies, "size_t", "numDependencies")
         nodes = {x.handle: x for x in graph.nodes}
         pairs = list(zip((_args.handle_value(x, CUgraphNode) for x in (from_ or [])),

@@ -147,10 +147,8 @@ class GraphCalls(RuntimeBase):
     @api(0)
     def cudaGraphAddDependencies(self, graph: Any, from_: Any, to: Any, edgeData: Any,
                                  numDependencies: Any) -> None:
-        if edgeData:
-            raise Fail(cudaError_t.cudaErrorNotSupported)  # edge data: programmatic launches
         check(self.driver.cuGraphAddDependencies(_graph(graph), _deps(from_), _deps(to),
-                                                 numDependencies))
+                                                 edgeData, numDependencies))
 
     @api(1)
     def cudaGraphInstantiate(self, graph: Any, flags: Any) -> cudaGraphExec_t:
