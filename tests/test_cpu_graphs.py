@@ -167,3 +167,36 @@ def test_nodes_run_through_the_calls_a_checker_gives(dev) -> None:
     out = np.zeros(n, np.float32)
     ok(drv.cuMemcpyDtoH(out, x, n * 4))
     assert (out == 2.0).all()
+
+
+def test_the_runtime_graph_calls_run_on_the_drivers(dev, ptx) -> None:
+    from cuda.bindings import runtime as rreal
+
+    from gpusafe.cpu.runtime import Runtime
+
+    drv, ctx, fn = dev
+    rt = Runtime(drv)
+    RE = rreal.cudaError_t
+    n = 16
+    d = ok(drv.cuMemAlloc(n * 4))
+    src = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    g = rt.cudaGraphCreate(0)[1]
+    up = rt.cudaGraphAddMemcpyNode1D(g, None, 0, int(d), src, n * 4,
+                                     rreal.cudaMemcpyKind.cudaMemcpyHostToDevice)[1]
+    kp = rreal.cudaKernelNodeParams()
+    kp.func = int(fn)
+    kp.gridDim.x, kp.blockDim.x = 1, 64
+    p, keep = kernel_node(fn, d, 2.0, 0.5, n)
+    kp.kernelParams = p.kernelParams
+    k = rt.cudaGraphAddKernelNode(g, [up], 1, kp)[1]
+    down = rt.cudaGraphAddMemcpyNode1D(g, [k], 1, out, int(d), n * 4,
+                                       rreal.cudaMemcpyKind.cudaMemcpyDeviceToHost)
+    assert down[0] == RE.cudaSuccess
+    assert rt.cudaGraphAddDependencies(g, [up], [k], [rreal.cudaGraphEdgeData()], 1)[0] == \
+        RE.cudaErrorNotSupported
+    ex = rt.cudaGraphInstantiate(g, 0)[1]
+    assert rt.cudaGraphLaunch(ex, 0) == (RE.cudaSuccess,)
+    assert (out == src * 2.0 + 0.5).all()
+    assert rt.cudaGraphExecDestroy(ex) == (RE.cudaSuccess,)
+    assert rt.cudaGraphLaunch(ex, 0)[0] == RE.cudaErrorInvalidValue
