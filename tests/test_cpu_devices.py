@@ -219,12 +219,12 @@ def test_module_functions_are_the_default_drivers() -> None:
 
 
 def test_unimplemented_functions_are_absent_from_a_driver_and_a_runtime() -> None:
-    assert "cuGraphCreate" in driver.REAL_FUNCTIONS
-    assert not hasattr(Driver(), "cuGraphCreate")
-    with pytest.raises(AttributeError, match="cuGraphCreate.*does not implement"):
-        Driver().cuGraphCreate  # noqa: B018
-    with pytest.raises(AttributeError, match="cudaGraphCreate.*does not implement"):
-        Runtime(Driver()).cudaGraphCreate  # noqa: B018
+    assert "cuStreamBeginCapture" in driver.REAL_FUNCTIONS
+    assert not hasattr(Driver(), "cuStreamBeginCapture")
+    with pytest.raises(AttributeError, match="cuStreamBeginCapture.*does not implement"):
+        Driver().cuStreamBeginCapture  # noqa: B018
+    with pytest.raises(AttributeError, match="cudaStreamBeginCapture.*does not implement"):
+        Runtime(Driver()).cudaStreamBeginCapture  # noqa: B018
     assert Driver.IMPLEMENTED == driver.IMPLEMENTED
     assert Runtime.IMPLEMENTED == runtime.IMPLEMENTED
 
