@@ -3,7 +3,10 @@
 It respects the instruction's guard (and, for a copy, the ignore-src
 predicate and a src-size of zero: no source is read then), calls
 ``__gpusafe_check`` (the device runtime) to decide precisely and record a
-violation, then jumps back to perform the access or skips it.  A skipped
+violation, then jumps back to perform the access or skips it.  A window access (a variable's extent) is decided
+inline instead (:func:`_inline_window`): the runtime's call tree is then not
+reachable from a kernel whose accesses are all window checks, and its
+registers are not charged to the kernel.  A skipped
 access is *not performed*: a load or an atomic has every destination register
 zeroed; a ``cp.async`` whose source is bad copies zeros instead (src-size 0);
 a bulk copy completing on an mbarrier signals its bytes to the mbarrier so
@@ -16,7 +19,7 @@ import functools
 
 from .. import layout, ptx, query
 from .. import provenance as prov
-from ..kinds import AccessKind
+from ..kinds import AccessKind, ViolationKind
 from ..nodes import (
     Address,
     ArgumentList,
@@ -71,7 +74,8 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
             out.append(I("add.u64", hi, lo, root.size))
         else:
             out.append(I("add.u64", hi, lo, em.reg("dyn", ".b64")))
-        how = layout.how(layout.MODE_WINDOW, root.space, v.space == "generic")
+        out.extend(_inline_window(em, acc, addr, lo, hi, do, skip))
+        return [Verbatim(statements_text(out))]
     elif acc.mode is Mode.ARGUMENT:
         # the window of the local variable the caller passed (0, 0: not known)
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
@@ -212,4 +216,108 @@ def _zero_destinations(em: Emitter, acc: Access) -> list[Statement]:
             out.append(I("cvt.u8.u32", r.name, u))
         else:
             out.append(I(f"mov.b{size * 8}", r.name, 0))
+    return out
+
+
+def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
+                   do: str, skip: str) -> list[Statement]:
+    """``__gpusafe_check`` of a window access, inline: the runtime's verdicts
+    in its order (null page for a global or generic address, out of the
+    variable's window, misaligned), a bad access recorded as the runtime
+    records it and not performed.  No call: a kernel whose only slow paths
+    are window checks does not reach the runtime, and ptxas does not charge
+    the runtime's call tree to its registers."""
+    a = acc.access
+    v = acc.value
+    assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
+    space = v.root.space
+    out: list[Statement] = []
+    kind = em.reg("kind", ".b32")
+    bad = em.reg("bad", ".pred")
+    record = em.label("rec")
+    if space == "global" or v.space == "generic":
+        out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
+        out.append(I("mov.u32", kind, ViolationKind.NULL_POINTER.code))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    # outside: not (addr >= lo && hi >= lo && hi - lo >= width && addr - lo <= hi - lo - width)
+    w64, span = em.reg("w64", ".b64"), em.reg("span", ".b64")
+    if a.size is not None:
+        out.append(I("cvt.u64.u32", w64, a.size.name))
+    else:
+        out.append(I("mov.u64", w64, a.width))
+    out.append(I("mov.u32", kind, _OUT_OF_BOUNDS[space].code))
+    for cmp in ((addr, lo), (hi, lo)):
+        out.append(I("setp.lt.u64", bad, *cmp))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    out.append(I("sub.u64", span, hi, lo))
+    out.append(I("setp.lt.u64", bad, span, w64))
+    out.append(I("bra", record, guard=ptx.Guard(bad)))
+    off = em.reg("off", ".b64")
+    out.append(I("sub.u64", span, span, w64))
+    out.append(I("sub.u64", off, addr, lo))
+    out.append(I("setp.gt.u64", bad, off, span))
+    out.append(I("bra", record, guard=ptx.Guard(bad)))
+    if a.alignment > 1:
+        out.append(I("and.b64", off, addr, a.alignment - 1))
+        out.append(I("setp.ne.u64", bad, off, 0))
+        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    out.append(I("bra.uni", do))
+    out.append(ptx.Label(record))
+    out.extend(_record(em, acc, addr, kind))
+    out.extend(_not_performed(em, acc))
+    out.append(I("bra.uni", skip))
+    return out
+
+
+_RECORD = layout.VIOLATION_RECORD.offset
+_BUFFER = layout.VIOLATION_BUFFER.offset
+_OUT_OF_BOUNDS = {
+    "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+    "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
+    "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
+}
+
+
+def _record(em: Emitter, acc: Access, addr: str, kind: str) -> list[Statement]:
+    """``__gpusafe_record`` inline (tag 0: a variable is no allocation): claim
+    a record of the violation buffer, or count it as dropped when the buffer
+    is full."""
+    a = acc.access
+    ctx, buf, rec = em.ctx(), em.reg("buf", ".b64"), em.reg("rec", ".b64")
+    i, cap = em.reg("ri", ".b32"), em.reg("rcap", ".b32")
+    full = em.reg("full", ".pred")
+    done, dropped = em.label("recd"), em.label("drop")
+    out: list[Statement] = [
+        em.load_ctx(),
+        I("ld.global.u64", buf, Address(Register(ctx), layout.LAUNCH_CONTEXT.offset("violations"))),
+        I("setp.eq.u64", full, buf, 0),
+        I("bra", done, guard=ptx.Guard(full)),
+        I("atom.add.u32", i, Address(Register(buf), _BUFFER("count")), 1),
+        I("ld.u32", cap, Address(Register(buf), _BUFFER("capacity"))),
+        I("setp.ge.u32", full, i, cap),
+        I("bra", dropped, guard=ptx.Guard(full)),
+        I("mul.wide.u32", rec, i, layout.VIOLATION_RECORD.size),
+        I("add.u64", rec, rec, buf),
+    ]
+    base = layout.VIOLATION_BUFFER.size
+
+    def store(field: str, value: object, width: str = "u32", index: int = 0) -> None:
+        out.append(I(f"st.{width}", Address(Register(rec), base + _RECORD(field) + 4 * index),
+                     value))
+
+    store("kind", kind)
+    store("site", acc.site)
+    store("address", addr, "u64")
+    store("width", a.size.name if a.size is not None else a.width)
+    store("tag", 0)
+    t = em.reg("rt", ".b32")
+    for field, sreg in (("thread", "%tid"), ("block", "%ctaid")):
+        for k, axis in enumerate("xyz"):
+            out.append(I("mov.u32", t, f"{sreg}.{axis}"))
+            store(field, t, index=k)
+    out.append(I("bra.uni", done))
+    out.append(ptx.Label(dropped))
+    out.append(I("atom.add.u32", i, Address(Register(buf), _BUFFER("dropped")), 1))
+    out.append(ptx.Label(done))
     return out
