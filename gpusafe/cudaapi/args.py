@@ -115,6 +115,15 @@ def require_enum(value, cls, name: str):
     return cls(c_int(value.value, "int"))
 
 
+def require_struct(value, cls, name: str) -> None:
+    """A cuda-bindings struct argument (``CUDA_KERNEL_NODE_PARAMS``,
+    ``CUlaunchConfig``, ...) of exactly its class, refused as the real module
+    refuses anything else."""
+    if not isinstance(value, cls):
+        raise TypeError(f"Argument '{name}' has incorrect type (expected "
+                        f"{cls.__module__}.{cls.__name__}, got {type(value).__name__})")
+
+
 def require_bytes(value, name: str) -> bytes:
     """``char* name``: Cython accepts bytes and bytearray, never str
     (``name`` is for the reader: the message does not name it)."""

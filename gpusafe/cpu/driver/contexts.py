@@ -62,9 +62,8 @@ class ContextCalls(DriverBase):
         12.x ``(flags, dev)``."""
         bound = _bind_create_args(args, kwargs)
         params = bound["ctxCreateParams"]
-        if params is not None and not isinstance(params, CUctxCreateParams):
-            raise TypeError("Argument 'ctxCreateParams' has incorrect type (expected "
-                            f"cuda.bindings.driver.CUctxCreateParams, got {type(params).__name__})")
+        if params is not None:
+            _args.require_struct(params, CUctxCreateParams, "ctxCreateParams")
         flags = _args.c_int(bound["flags"], "unsigned int", "flags")
         d = device_ordinal(bound["dev"])
         self._require_init()

@@ -161,10 +161,7 @@ class GraphCalls(LaunchCalls):
     @api(1)
     def cuGraphAddKernelNode(self, hGraph: Any, dependencies: Any, numDependencies: Any,
                              nodeParams: Any) -> CUgraphNode:
-        if not isinstance(nodeParams, CUDA_KERNEL_NODE_PARAMS):
-            raise TypeError("Argument 'nodeParams' has incorrect type (expected "
-                            "cuda.bindings.driver.CUDA_KERNEL_NODE_PARAMS, got "
-                            f"{type(nodeParams).__name__})")
+        _args.require_struct(nodeParams, CUDA_KERNEL_NODE_PARAMS, "nodeParams")
         hf = _args.handle_value(nodeParams.func, CUfunction)
         self._require_init()
         fn = self._function(hf)
@@ -190,9 +187,7 @@ class GraphCalls(LaunchCalls):
     @api(1)
     def cuGraphAddMemcpyNode(self, hGraph: Any, dependencies: Any, numDependencies: Any,
                              copyParams: Any, ctx: Any) -> CUgraphNode:
-        if not isinstance(copyParams, CUDA_MEMCPY3D):
-            raise TypeError("Argument 'copyParams' has incorrect type (expected "
-                            f"cuda.bindings.driver.CUDA_MEMCPY3D, got {type(copyParams).__name__})")
+        _args.require_struct(copyParams, CUDA_MEMCPY3D, "copyParams")
         p = copyParams
         if int(p.Depth) > 1 or int(p.srcZ) or int(p.dstZ):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
@@ -211,10 +206,7 @@ class GraphCalls(LaunchCalls):
     @api(1)
     def cuGraphAddMemsetNode(self, hGraph: Any, dependencies: Any, numDependencies: Any,
                              memsetParams: Any, ctx: Any) -> CUgraphNode:
-        if not isinstance(memsetParams, CUDA_MEMSET_NODE_PARAMS):
-            raise TypeError("Argument 'memsetParams' has incorrect type (expected "
-                            "cuda.bindings.driver.CUDA_MEMSET_NODE_PARAMS, got "
-                            f"{type(memsetParams).__name__})")
+        _args.require_struct(memsetParams, CUDA_MEMSET_NODE_PARAMS, "memsetParams")
         p = memsetParams
         size = int(p.elementSize)
         if size not in (1, 2, 4):
@@ -232,10 +224,7 @@ class GraphCalls(LaunchCalls):
     @api(1)
     def cuGraphAddHostNode(self, hGraph: Any, dependencies: Any, numDependencies: Any,
                            nodeParams: Any) -> CUgraphNode:
-        if not isinstance(nodeParams, CUDA_HOST_NODE_PARAMS):
-            raise TypeError("Argument 'nodeParams' has incorrect type (expected "
-                            "cuda.bindings.driver.CUDA_HOST_NODE_PARAMS, got "
-                            f"{type(nodeParams).__name__})")
+        _args.require_struct(nodeParams, CUDA_HOST_NODE_PARAMS, "nodeParams")
         pfn = _function_pointer(nodeParams.fn, CUhostFn)
         data = int(nodeParams.userData)
         if pfn == 0:

@@ -95,9 +95,8 @@ class LaunchCalls(FunctionCalls):
 
     @api(0)
     def cuLaunchKernelEx(self, config: Any, f: Any, kernelParams: Any, extra: Any) -> None:
-        if config is not None and not isinstance(config, CUlaunchConfig):
-            raise TypeError("Argument 'config' has incorrect type (expected "
-                            f"cuda.bindings.driver.CUlaunchConfig, got {type(config).__name__})")
+        if config is not None:
+            _args.require_struct(config, CUlaunchConfig, "config")
         hf = _args.handle_value(f, CUfunction)
         kp = _args.convert_kernel_params(kernelParams)
         ex = _args.c_int(extra, "void_ptr", "extra")

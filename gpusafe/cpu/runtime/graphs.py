@@ -79,10 +79,7 @@ class GraphCalls(RuntimeBase):
     @api(1)
     def cudaGraphAddKernelNode(self, graph: Any, pDependencies: Any, numDependencies: Any,
                                pNodeParams: Any) -> cudaGraphNode_t:
-        if not isinstance(pNodeParams, cudaKernelNodeParams):
-            raise TypeError("Argument 'pNodeParams' has incorrect type (expected "
-                            "cuda.bindings.runtime.cudaKernelNodeParams, got "
-                            f"{type(pNodeParams).__name__})")
+        _args.require_struct(pNodeParams, cudaKernelNodeParams, "pNodeParams")
         p = _drv.CUDA_KERNEL_NODE_PARAMS()
         p.func = _drv.CUfunction(int(pNodeParams.func))
         p.gridDimX, p.gridDimY, p.gridDimZ = (int(pNodeParams.gridDim.x),
@@ -119,10 +116,7 @@ class GraphCalls(RuntimeBase):
     @api(1)
     def cudaGraphAddMemsetNode(self, graph: Any, pDependencies: Any, numDependencies: Any,
                                pMemsetParams: Any) -> cudaGraphNode_t:
-        if not isinstance(pMemsetParams, cudaMemsetParams):
-            raise TypeError("Argument 'pMemsetParams' has incorrect type (expected "
-                            "cuda.bindings.runtime.cudaMemsetParams, got "
-                            f"{type(pMemsetParams).__name__})")
+        _args.require_struct(pMemsetParams, cudaMemsetParams, "pMemsetParams")
         m = _drv.CUDA_MEMSET_NODE_PARAMS()
         for name in ("dst", "value", "elementSize", "width", "height", "pitch"):
             setattr(m, name, int(getattr(pMemsetParams, name)))
@@ -133,10 +127,7 @@ class GraphCalls(RuntimeBase):
     @api(1)
     def cudaGraphAddHostNode(self, graph: Any, pDependencies: Any, numDependencies: Any,
                              pNodeParams: Any) -> cudaGraphNode_t:
-        if not isinstance(pNodeParams, cudaHostNodeParams):
-            raise TypeError("Argument 'pNodeParams' has incorrect type (expected "
-                            "cuda.bindings.runtime.cudaHostNodeParams, got "
-                            f"{type(pNodeParams).__name__})")
+        _args.require_struct(pNodeParams, cudaHostNodeParams, "pNodeParams")
         h = _drv.CUDA_HOST_NODE_PARAMS()
         fn = pNodeParams.fn
         h.fn = _drv.CUhostFn(int(fn) if isinstance(fn, cudaHostFn_t) else 0)
