@@ -35,15 +35,18 @@ class Backend(Protocol):
         """Why the last call answered with one of ``unsupported_results``."""
 
 
-def open_backend(kind: str, *, pads: bool, kernel_timeout: float | None = None) -> Backend:
+def open_backend(kind: str, *, pads: bool, kernel_timeout: float | None = None,
+                 cpu_devices: int = 1) -> Backend:
     """The backend for ``--device cpu`` or ``--device cuda``; ``pads``: the
     engine applies red zones and quarantine itself (checking is on);
     ``kernel_timeout``: seconds a kernel may run where the backend can stop
-    it (the CPU device; a GPU's own watchdog is the driver's)."""
+    it (the CPU device; a GPU's own watchdog is the driver's);
+    ``cpu_devices``: how many devices the CPU device backend has (a GPU
+    machine has the devices it has)."""
     if kind == "cpu":
         from .cpu import CpuBackend
 
-        return CpuBackend(pads=pads, kernel_timeout=kernel_timeout)
+        return CpuBackend(pads=pads, kernel_timeout=kernel_timeout, devices=cpu_devices)
     from .cuda import CudaBackend
 
     return CudaBackend()

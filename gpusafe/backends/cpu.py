@@ -1,5 +1,5 @@
 """The CPU device as a backend: a fresh device of its own for the checked
-process.  Under checking its memory applies no red zone and no quarantine,
+process (``devices`` of them, in one address space, with ``--cpu-devices``).  Under checking its memory applies no red zone and no quarantine,
 because the engine's registry applies that policy (once) to every
 allocation; with checking off (``--no-check``) it keeps its own, so a small
 overrun behaves as on a GPU instead of faulting.
@@ -55,11 +55,13 @@ class CpuBackend:
     an instruction it cannot run, ...) with NOT_SUPPORTED and says why in
     ``last_error_detail``."""
 
-    def __init__(self, *, pads: bool = True, kernel_timeout: float | None = None) -> None:
+    def __init__(self, *, pads: bool = True, kernel_timeout: float | None = None,
+                 devices: int = 1) -> None:
         if pads:
-            self.driver = Driver(red_zone=0, quarantine=0, kernel_timeout=kernel_timeout)
+            self.driver = Driver(red_zone=0, quarantine=0, kernel_timeout=kernel_timeout,
+                                 devices=devices)
         else:
-            self.driver = Driver(kernel_timeout=kernel_timeout)
+            self.driver = Driver(kernel_timeout=kernel_timeout, devices=devices)
         self.runtime = Runtime(self.driver)
         self.record_memory = _DeviceMemoryUnderLock(self.driver)
 

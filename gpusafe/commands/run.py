@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..cpu.driver_profile import MAX_DEVICES
 from ..doors.python import NO_CHECK
 from ..engine.callsite import DEFAULT_STACK_DEPTH
 from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
@@ -113,6 +114,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    metavar="SECONDS",
                    help="on the CPU device, end a kernel still running after SECONDS and "
                         f"report it (default {DEFAULT_KERNEL_TIMEOUT:g}; 0: no limit)")
+    p.add_argument("--cpu-devices", type=_cpu_devices, default=_cpu_devices_default(),
+                   metavar="N",
+                   help="how many devices the CPU device gives the program, in one address "
+                        f"space with peer access (1-{MAX_DEVICES}; default "
+                        f"${CPU_DEVICES_ENV} or 1); ignored on a GPU")
     p.add_argument("--suppressions", action="append", default=[], metavar="FILE",
                    help="do not report (or fail on) the violations a suppressions file "
                         "matches (repeatable; see gpusafe.report.suppressions for the format)")
@@ -136,6 +142,26 @@ DEFAULT_KERNEL_TIMEOUT = 600.0
 """Seconds a kernel may run on the CPU device: far beyond what a test-sized
 launch takes there (a 512x512 tiled matmul takes about 10 s), short enough
 that a kernel that never ends does not hang a CI job."""
+
+
+CPU_DEVICES_ENV = "GPUSAFE_CPU_DEVICES"
+"""The default of ``--cpu-devices``: a CI job sets it once for every run."""
+
+
+def _cpu_devices(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= n <= MAX_DEVICES:
+        raise argparse.ArgumentTypeError(f"must be 1-{MAX_DEVICES}, not {n}")
+    return n
+
+
+def _cpu_devices_default() -> str:
+    """``$GPUSAFE_CPU_DEVICES``, else 1: a string, which argparse converts
+    (and refuses) with the flag's own type when the flag is absent."""
+    return os.environ.get(CPU_DEVICES_ENV) or "1"
 
 
 def _seconds(text: str) -> float:
@@ -176,12 +202,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return tool_error(PROG, str(e))
     if not args.check:
         note += "; checking is off (--no-check)"
+    if device == "cpu" and args.cpu_devices > 1:
+        note += f"; {args.cpu_devices} CPU devices (--cpu-devices)"
+    elif device != "cpu" and args.cpu_devices > 1:
+        note += "; --cpu-devices is for the CPU device and is ignored"
     print(f"gpusafe: {note}", file=sys.stderr)
     options = RunOptions(device=device, device_name=device_name, padding=args.padding,
                          quarantine=args.quarantine, leak_check=args.leak_check,
                          check=args.check, kernel_filter=args.kernel_filter,
                          kernel_timeout=args.kernel_timeout or None,
-                         stack_depth=args.stack_depth)
+                         stack_depth=args.stack_depth, cpu_devices=args.cpu_devices)
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))
     try:
         try:

@@ -130,8 +130,8 @@ def locate(fr: Frame, instr: nodes.Instruction, space: str, saddr: np.ndarray, w
             segs = fr.launch.memory.segments(saddr, width)
         except IllegalAddress as e:
             bad = e.args[0] if e.args and isinstance(e.args[0], int) else 0
-            fail(fr, instr, IllegalAddress,
-                 f"{access} of {width} bytes at {bad:#x}: not device memory")
+            why = e.args[1] if len(e.args) > 1 else "not device memory"
+            fail(fr, instr, IllegalAddress, f"{access} of {width} bytes at {bad:#x}: {why}")
         return [Part(buf, offs, _compose(pos, lanes)) for buf, offs, lanes in segs]
     if space == "shared":
         stride = chunk.shared_stride

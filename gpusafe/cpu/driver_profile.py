@@ -33,6 +33,35 @@ DRIVER_VERSION = 13000  # 1000 * major + 10 * minor: CUDA 13.0
 MAX_PTX_ISA = (9, 0)  # the newest PTX ISA CUDA 13.0 accepts
 MAX_SM_TARGET = 90  # .target sm_NN above this is refused
 PCI_BUS_ID = "0000:00:00.0"
+MAX_DEVICES = 16  # `gpusafe run --cpu-devices N` gives a process N CPU devices
+UUID_PREFIX = b"gpusafe-cpu-dv\0"  # + the ordinal: the 16 bytes of cuDeviceGetUuid
+
+
+def device_name(ordinal: int) -> str:
+    """Device 0 is :data:`DEVICE_NAME`; the others say their ordinal (names
+    differ, as a program listing its devices expects)."""
+    return DEVICE_NAME if ordinal == 0 else DEVICE_NAME.replace(" (", f" #{ordinal} (", 1)
+
+
+def pci_bus_id(ordinal: int) -> str:
+    """One bus per device: ``0000:BB:00.0`` with BB the ordinal."""
+    return f"0000:{ordinal:02x}:00.0"
+
+
+def device_uuid(ordinal: int) -> bytes:
+    return UUID_PREFIX + bytes([ordinal & 0xFF])
+
+
+P2P_ATTRIBUTES = {
+    "PERFORMANCE_RANK": 0,
+    "ACCESS_SUPPORTED": 1,  # between any two CPU devices: one memory underneath
+    "NATIVE_ATOMIC_SUPPORTED": 1,  # atomics are the executor's, whoever's memory it is
+    "ACCESS_ACCESS_SUPPORTED": 0,  # the old name of CUDA_ARRAY_ACCESS_SUPPORTED (same value)
+    "CUDA_ARRAY_ACCESS_SUPPORTED": 0,  # no CUDA arrays reached through peer access
+    "ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED": 0,
+}
+"""``cuDeviceGetP2PAttribute`` between two different CPU devices (the
+``CU_DEVICE_P2P_ATTRIBUTE_`` names without their prefix)."""
 
 DEFAULT_SHARED_PER_BLOCK = 48 * 1024
 OPTIN_SHARED_PER_BLOCK = 227 * 1024

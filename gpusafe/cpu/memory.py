@@ -101,6 +101,7 @@ class _Segment:
     position: int = -1  # the allocation's position in the index
     backing: Backing | None = None  # host-visible bytes (pinned, managed, registered)
     hole: bool = False  # reserved addresses (cuMemAddressReserve), mapped or not
+    device: int = -1  # the device whose memory it is (-1: every device reaches it)
 
     def data(self) -> np.ndarray:
         if self.buffer is None:
@@ -220,6 +221,9 @@ class DeviceMemory:
         self._freed: deque[_Segment] = deque()
         self._freed_bytes = 0
         self._index = _Index()
+        self.barred: frozenset[int] | None = None
+        """Devices whose memory the running kernel may not reach (several
+        devices, no peer access): an access there faults, as on a GPU."""
 
     # -- host API ------------------------------------------------------------
 
@@ -389,6 +393,19 @@ class DeviceMemory:
             self._seg_of[allocation.tag].position = position
         self._index = ix
 
+    def set_device(self, address: int, device: int) -> None:
+        """Make the allocation at ``address`` (and its red zone) memory of
+        ``device``: a kernel of a device barred from it faults there."""
+        allocation = self.find(address)
+        if allocation is None:
+            raise InvalidAddress(f"{address:#x} is not an allocation")
+        self._seg_of[allocation.tag].device = device
+
+    def _fenced(self, seg: _Segment, address: int) -> None:
+        if self.barred is not None and seg.device in self.barred:
+            raise IllegalAddress(address, f"memory of device {seg.device}, which the "
+                                          "launching device has no peer access to")
+
     def host_visible(self, address: int) -> bool:
         """Whether ``address`` is in a live allocation whose bytes the host
         reaches at that address (pinned or managed memory)."""
@@ -544,6 +561,8 @@ class DeviceMemory:
             seg = self._segments[first]
             if seg.hole and seg.unmapped():
                 raise IllegalAddress(lo)
+            if self.barred is not None:
+                self._fenced(seg, lo)
             return [(seg.data(), (addresses - np.uint64(seg.start)).view(np.int64), None)]
         which = np.searchsorted(ix.seg_starts, addresses, side="right") - 1
         crossing = addresses + np.uint64(width) > ix.seg_ends[which]
@@ -557,6 +576,8 @@ class DeviceMemory:
             seg = self._segments[int(which[lanes[0]])]
             if seg.hole and seg.unmapped():
                 raise IllegalAddress(int(addresses[lanes[0]]))
+            if self.barred is not None:
+                self._fenced(seg, int(addresses[lanes[0]]))
             offsets = (addresses[lanes] - np.uint64(seg.start)).view(np.int64)
             out.append((seg.data(), offsets, lanes))
         return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -81,10 +81,14 @@ class Program(ModuleSymbols):
     from the same text and must not be modified.
     """
 
-    def __init__(self, ptx_text: str, memory: DeviceMemory) -> None:
+    def __init__(self, ptx_text: str, memory: DeviceMemory, device: int = -1) -> None:
         index = _module_index(ptx_text)
         self.module = index.module
         self.memory = memory
+        self.device = device  # whose memory its variables are (-1: every device's)
+        self.barred: Callable[[], frozenset[int] | None] | None = None
+        """The devices whose memory its kernels may not reach, asked at each
+        launch (peer access changes); None: every device's."""
         self._loaded = True
         self._functions = index.functions
         self._function_address = {
@@ -156,6 +160,8 @@ class Program(ModuleSymbols):
         size = self._size(var)
         align = var.align or var.element_size
         address = self.memory.alloc(max(size, 1), max(align, 1), label=f"module variable {label}")
+        if self.device >= 0:
+            self.memory.set_device(address, self.device)
         self._allocations.append(address)
         return address
 
@@ -373,6 +379,7 @@ class Program(ModuleSymbols):
         launch.reserved_shared = layout.reserved
         for o in observers:
             o.kernel_begin(launch_info)
+        self.memory.barred = self.barred() if self.barred is not None else None
         try:
             run_launch(launch)
         except DeviceError as e:
@@ -381,6 +388,7 @@ class Program(ModuleSymbols):
                 e.args = (f"{e} (source {where})",)
             raise
         finally:
+            self.memory.barred = None
             for o in observers:
                 o.instructions(launch.count)
                 o.kernel_end(launch_info)

@@ -341,6 +341,10 @@ _COPIES: dict[str, tuple[Ranges, bool]] = {
     "cuMemcpy": (lambda *a: [(address(a[0]), size(a[2])), (address(a[1]), size(a[2]))], True),
     "cuMemcpyAsync": (
         lambda *a: [(address(a[0]), size(a[2])), (address(a[1]), size(a[2]))], False),
+    # cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount[, hStream])
+    "cuMemcpyPeer": (lambda *a: [(_ptr(a[0]), size(a[4])), (_ptr(a[2]), size(a[4]))], True),
+    "cuMemcpyPeerAsync": (
+        lambda *a: [(_ptr(a[0]), size(a[4])), (_ptr(a[2]), size(a[4]))], False),
     "cuMemsetD8": (_dst(2, 1), True),
     "cuMemsetD16": (_dst(2, 2), True),
     "cuMemsetD32": (_dst(2, 4), True),

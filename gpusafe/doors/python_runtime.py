@@ -88,6 +88,12 @@ class RuntimeDoor(ApiWrappers):
             # cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind[, stream])
             "cudaMemcpy2D": (copy2d, True),
             "cudaMemcpy2DAsync": (copy2d, False),
+            # cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count[, stream])
+            "cudaMemcpyPeer": (
+                lambda d, dd, src, sd, n: [(address(d), size(n)), (address(src), size(n))], True),
+            "cudaMemcpyPeerAsync": (
+                lambda d, dd, src, sd, n, st: [(address(d), size(n)), (address(src), size(n))],
+                False),
             # cudaMemset(devPtr, value, count[, stream])
             "cudaMemset": (lambda p, v, n: [(address(p), size(n))], True),
             "cudaMemsetAsync": (lambda p, v, n, st: [(address(p), size(n))], False),

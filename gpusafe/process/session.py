@@ -41,6 +41,7 @@ class RunOptions:
     kernel_filter: str | None = None  # regex: check only the kernels it matches
     kernel_timeout: float | None = None  # seconds a kernel may run on the CPU device
     stack_depth: int = DEFAULT_STACK_DEPTH  # program frames kept per call site
+    cpu_devices: int = 1  # devices of the CPU device backend (--cpu-devices)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -68,7 +69,8 @@ class Session:
     def install(self) -> None:
         """Open the backend and put the Python door in front of it."""
         backend = open_backend(self.options.device, pads=self.options.check,
-                               kernel_timeout=self.options.kernel_timeout)
+                               kernel_timeout=self.options.kernel_timeout,
+                               cpu_devices=self.options.cpu_devices)
         callsite.configure(self.options.stack_depth)
         if self.options.check:
             o = self.options

@@ -81,9 +81,15 @@ Decisions (see also :mod:`gpusafe.cpu.driver_profile` for the device profile):
   :mod:`.memory_kinds`, :mod:`.pools`, :mod:`.vmm`); what cannot exist on
   the CPU device (read-only mappings, IPC handles, host pools) is
   ``CUDA_ERROR_NOT_SUPPORTED`` naming it, and its attribute says 0.
-* **One device per driver**, ordinal 0, with one device memory shared by all
-  its contexts (unified addressing). Allocations, modules, streams and events
-  belong to the context that made them and go away with it.
+* **Devices.** A driver has ``devices`` CPU devices (default 1; ``gpusafe
+  run --cpu-devices N``), ordinals 0..N-1, with one device memory shared by
+  all of them and all their contexts (unified addressing: allocations of
+  different devices never overlap).  Allocations, modules, streams and
+  events belong to the context that made them and go away with it; each
+  allocation is memory of its context's device (a pool block: of its
+  pool's device).  Any two devices can enable peer access; a kernel that
+  reaches another device's memory without it faults with
+  ``CUDA_ERROR_ILLEGAL_ADDRESS``, as on GPUs (:mod:`.contexts`).
 * Function attributes: ``NUM_REGS``, ``LOCAL_SIZE_BYTES``,
   ``SHARED_SIZE_BYTES`` and ``MAX_THREADS_PER_BLOCK`` come from the PTX
   (``KernelLayout``); ``CONST_SIZE_BYTES`` is 0 (not tracked); register counts
@@ -138,15 +144,16 @@ class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, M
     itself asks for 0 of each.  ``kernel_timeout`` (seconds, None: no limit)
     is a watchdog: a launch that runs longer stops with
     ``CUDA_ERROR_LAUNCH_TIMEOUT``, which its context keeps as a sticky error.
+    ``devices``: how many CPU devices it has, in one address space.
     """
 
     IMPLEMENTED: frozenset[str] = frozenset()
     """The cuda.bindings.driver functions a driver implements."""
 
     def __init__(self, red_zone: int = RED_ZONE, quarantine: int = QUARANTINE,
-                 kernel_timeout: float | None = None) -> None:
+                 kernel_timeout: float | None = None, devices: int = 1) -> None:
         super().__init__(red_zone=red_zone, quarantine=quarantine,
-                         kernel_timeout=kernel_timeout)
+                         kernel_timeout=kernel_timeout, devices=devices)
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(missing(f"{type(self).__name__!r} object", name, REAL_FUNCTIONS,

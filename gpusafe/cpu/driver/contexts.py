@@ -1,9 +1,15 @@
-"""Contexts (``cuCtx*``) and the device's primary context
-(``cuDevicePrimaryCtx*``): each thread's context stack, flags and limits.
+"""Contexts (``cuCtx*``), each device's primary context
+(``cuDevicePrimaryCtx*``) and peer access between contexts of different
+devices (``cuCtx{Enable,Disable}PeerAccess``): each thread's context stack,
+flags and limits.
 
-A context owns the allocations, modules, streams and events made in it;
-destroying it (or resetting the primary context) frees them and discards its
-sticky error.
+A context belongs to one device and owns the allocations, modules, streams
+and events made in it; destroying it (or resetting the primary context)
+frees them and discards its sticky error.  Peer access is kept per context,
+by the peer's device: a kernel of a context reaches the memory of its own
+device and of the devices it enabled peer access to; another device's
+memory faults (``CUDA_ERROR_ILLEGAL_ADDRESS``), as on GPUs sharing one
+unified address space.  Destroying the peer context ends the access.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from cuda.bindings.driver import CUcontext, CUctx_flags, CUctxCreateParams, CUde
 
 from ...cudaapi import args as _args
 from .api import api
-from .state import Context, DriverBase, E, Fail, check_device, device_ordinal
+from .state import Context, DriverBase, E, Fail, device_ordinal
 
 _CTX_FLAGS_MASK = int(CUctx_flags.CU_CTX_FLAGS_MASK)
 _CTX_SCHED_MASK = int(CUctx_flags.CU_CTX_SCHED_MASK)
@@ -67,12 +73,12 @@ class ContextCalls(DriverBase):
         flags = _args.c_int(bound["flags"], "unsigned int", "flags")
         d = device_ordinal(bound["dev"])
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         _check_ctx_flags(flags)
         if params is not None and (int(params.numExecAffinityParams) != 0 or _has_cig(params)):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
                        "execution affinity and CIG contexts are not supported by the CPU device")
-        ctx = self._new_context(flags, primary=False)
+        ctx = self._new_context(flags, primary=False, device=d)
         self._stack().append(ctx)
         return CUcontext(ctx.handle)
 
@@ -135,8 +141,7 @@ class ContextCalls(DriverBase):
 
     @api(1)
     def cuCtxGetDevice(self) -> CUdevice:
-        self._current(check=False)
-        return CUdevice(0)
+        return CUdevice(self._current(check=False).device)
 
     @api(1)
     def cuCtxGetFlags(self) -> int:
@@ -180,54 +185,95 @@ class ContextCalls(DriverBase):
     def cuDevicePrimaryCtxRetain(self, dev: Any) -> CUcontext:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
-        if self._primary is None or not self._primary.alive:
-            self._primary = self._new_context(self._primary_flags, primary=True)
-        self._primary_refcount += 1
-        return CUcontext(self._primary.handle)
+        self._check_device(d)
+        primary = self._primary.get(d)
+        if primary is None or not primary.alive:
+            primary = self._primary[d] = self._new_context(self._primary_flags[d], primary=True,
+                                                           device=d)
+        self._primary_refcount[d] += 1
+        return CUcontext(primary.handle)
 
     @api(0)
     def cuDevicePrimaryCtxRelease(self, dev: Any) -> None:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
-        if self._primary_refcount <= 0 or self._primary is None:
+        self._check_device(d)
+        if self._primary_refcount[d] <= 0 or d not in self._primary:
             raise Fail(E.CUDA_ERROR_INVALID_CONTEXT, "the primary context is not retained")
-        self._primary_refcount -= 1
-        if self._primary_refcount == 0:
-            self._destroy_context(self._primary)
-            self._primary = None
+        self._primary_refcount[d] -= 1
+        if self._primary_refcount[d] == 0:
+            self._destroy_context(self._primary.pop(d))
 
     @api(0)
     def cuDevicePrimaryCtxReset(self, dev: Any) -> None:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
-        primary = self._primary
+        self._check_device(d)
+        primary = self._primary.get(d)
         if primary is not None and primary.alive:
             # the handle the program holds stays usable (and current where it was
             # current): a fresh context under the same handle
-            fresh = Context(primary.handle, self._primary_flags, primary=True)
+            fresh = Context(primary.handle, self._primary_flags[d], primary=True, device=d)
             self._destroy_context(primary, replacement=fresh)
             self._handles[fresh.handle] = fresh
-            self._primary = fresh
+            self._primary[d] = fresh
 
     @api(2)
     def cuDevicePrimaryCtxGetState(self, dev: Any) -> tuple[int, int]:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
-        primary = self._primary
-        active = int(primary is not None and primary.alive and self._primary_refcount > 0)
-        return self._primary_flags, active
+        self._check_device(d)
+        primary = self._primary.get(d)
+        active = int(primary is not None and primary.alive and self._primary_refcount[d] > 0)
+        return self._primary_flags[d], active
 
     @api(0)
     def cuDevicePrimaryCtxSetFlags(self, dev: Any, flags: Any) -> None:
         d = device_ordinal(dev)
         f = _args.c_int(flags, "unsigned int", "flags")
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         _check_ctx_flags(f)
-        self._primary_flags = f
-        if self._primary is not None:
-            self._primary.flags = f
+        self._primary_flags[d] = f
+        if d in self._primary:
+            self._primary[d].flags = f
+
+    # -- peer access ------------------------------------------------------------
+
+    def _peer_arg(self, peerContext: Any) -> tuple[Context, Context]:
+        """The current context and the peer context, as both calls check them."""
+        h = _args.handle_value(peerContext, CUcontext)
+        ctx = self._current()
+        obj = self._handles.get(h)
+        if not isinstance(obj, Context) or not obj.alive:
+            raise Fail(E.CUDA_ERROR_INVALID_CONTEXT,
+                       f"peer context {h:#x} is not a valid context")
+        if obj is ctx:
+            raise Fail(E.CUDA_ERROR_INVALID_CONTEXT, "the peer context is the current context")
+        return ctx, obj
+
+    @api(0)
+    def cuCtxEnablePeerAccess(self, peerContext: Any, Flags: Any) -> None:
+        flags = _args.c_int(Flags, "unsigned int", "Flags")
+        ctx, peer = self._peer_arg(peerContext)
+        if flags != 0:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cuCtxEnablePeerAccess flags must be 0")
+        if peer.device == ctx.device:
+            raise Fail(E.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                       f"both contexts are on device {ctx.device}: peer access links two "
+                       "different devices (cuDeviceCanAccessPeer is 0)")
+        known = ctx.peers.get(peer.device)
+        if known is not None and known.alive:
+            raise Fail(E.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+                       f"peer access from device {ctx.device} to device {peer.device} is "
+                       "already enabled")
+        ctx.peers[peer.device] = peer
+
+    @api(0)
+    def cuCtxDisablePeerAccess(self, peerContext: Any) -> None:
+        ctx, peer = self._peer_arg(peerContext)
+        if ctx.peers.get(peer.device) is not peer:
+            raise Fail(E.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
+                       f"peer access from this context to device {peer.device}'s context "
+                       "has not been enabled")
+        del ctx.peers[peer.device]

@@ -1,5 +1,8 @@
-"""Copies and sets (``cuMemcpy*``, ``cuMemset*``).  Execution is synchronous:
-the ``Async`` forms validate their stream and finish before returning.
+"""Copies and sets (``cuMemcpy*``, ``cuMemset*``), peer copies between the
+memory of two devices (``cuMemcpyPeer``, ``cuMemcpyPeerAsync``).  Execution
+is synchronous: the ``Async`` forms validate their stream and finish before
+returning.  A peer copy needs no peer access (a GPU stages it through the
+host when it has none); each side must be memory of its context's device.
 
 Host buffers are what cuda-python accepts (``None``, an ``int`` address, a
 ``CUdeviceptr`` taken as an address, any contiguous buffer-protocol object);
@@ -13,13 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from cuda.bindings.driver import CUdeviceptr, CUstream
+from cuda.bindings.driver import CUcontext, CUdeviceptr, CUstream
 
 from ...cudaapi import args as _args
 from ..errors import InvalidAddress
 from ..memory import GLOBAL_BASE
 from .api import api
-from .state import DriverBase, E, Fail, invalid_address
+from .state import Context, DriverBase, E, Fail, invalid_address
 
 
 class CopyCalls(DriverBase):
@@ -184,6 +187,62 @@ class CopyCalls(DriverBase):
     @api(0)
     def cuMemcpyAsync(self, dst: Any, src: Any, ByteCount: Any, hStream: Any) -> None:
         self._unified(dst, src, ByteCount, hStream, "cuMemcpyAsync")
+
+    # -- peer copies -------------------------------------------------------------------
+
+    def _peer_side(self, address: int, hctx: int, what: str) -> Context:
+        """The context of one side of a peer copy; its memory must be that
+        context's device's (a pointer of another device is the program's
+        mistake, named here rather than copied)."""
+        obj = self._handles.get(hctx)
+        if not isinstance(obj, Context) or not obj.alive:
+            raise Fail(E.CUDA_ERROR_INVALID_CONTEXT, f"{what}: context {hctx:#x} is not a "
+                       "valid context")
+        self._check_ctx(obj)
+        a = self._memory.find(address)
+        owner = self._alloc_owner.get(a.base) if a is not None else None
+        pool = self._pool_of.get(a.base) if a is not None else None
+        device = pool.device if pool is not None else owner.device if owner else None
+        if device is not None and device != obj.device:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{what}: {address:#x} is memory of device {device}, its context is "
+                       f"device {obj.device}'s")
+        return obj
+
+    def _peer(self, dstDevice: Any, dstContext: Any, srcDevice: Any, srcContext: Any,
+              ByteCount: Any, hStream: Any, what: str) -> None:
+        dst = _args.handle_value(dstDevice, CUdeviceptr)
+        dctx = _args.handle_value(dstContext, CUcontext)
+        src = _args.handle_value(srcDevice, CUdeviceptr)
+        sctx = _args.handle_value(srcContext, CUcontext)
+        n = _args.c_int(ByteCount, "size_t", "ByteCount")
+        hs = _args.handle_value(hStream, CUstream)
+        ctx = self._current()
+        self._stream(hs, ctx)
+        self._peer_side(dst, dctx, f"{what} destination")
+        self._peer_side(src, sctx, f"{what} source")
+        if n == 0:
+            return
+        try:
+            self._memory.read(src, n)  # names the bad side first: the source
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(src={src:#x}, {n} bytes)") from None
+        try:
+            self._memory.copy(dst, src, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(dst={dst:#x}, {n} bytes)") from None
+
+    @api(0)
+    def cuMemcpyPeer(self, dstDevice: Any, dstContext: Any, srcDevice: Any, srcContext: Any,
+                     ByteCount: Any) -> None:
+        self._peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, None,
+                   "cuMemcpyPeer")
+
+    @api(0)
+    def cuMemcpyPeerAsync(self, dstDevice: Any, dstContext: Any, srcDevice: Any,
+                          srcContext: Any, ByteCount: Any, hStream: Any) -> None:
+        self._peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream,
+                   "cuMemcpyPeerAsync")
 
     # -- sets ------------------------------------------------------------------------
 

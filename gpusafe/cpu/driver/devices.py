@@ -1,18 +1,30 @@
-"""Initialisation, versions, error names and the device's attributes
-(``cuInit``, ``cuDriverGetVersion``, ``cuGetError*``, ``cuDevice*``): what the
-device says about itself comes from :mod:`gpusafe.cpu.driver_profile`.
+"""Initialisation, versions, error names, the devices and their attributes
+(``cuInit``, ``cuDriverGetVersion``, ``cuGetError*``, ``cuDevice*``), and what
+two devices are to each other (``cuDeviceCanAccessPeer``,
+``cuDeviceGetP2PAttribute``): what a device says about itself comes from
+:mod:`gpusafe.cpu.driver_profile`.  A driver has ``devices`` CPU devices
+(``gpusafe run --cpu-devices N``); they differ in name, UUID and PCI bus
+and are alike in every other attribute.  Any two of them can reach each
+other's memory once peer access is enabled: one memory is underneath.
 """
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
-from cuda.bindings.driver import CUdevice, CUdevice_attribute, CUresult
+from cuda.bindings.driver import (
+    CUdevice,
+    CUdevice_attribute,
+    CUdevice_P2PAttribute,
+    CUresult,
+    CUuuid,
+)
 
 from ...cudaapi import args as _args
 from .. import driver_profile as _profile
 from .api import api
-from .state import DriverBase, E, Fail, check_device, device_ordinal
+from .state import DriverBase, E, Fail, device_ordinal
 
 
 class DeviceCalls(DriverBase):
@@ -40,25 +52,25 @@ class DeviceCalls(DriverBase):
     @api(1)
     def cuDeviceGetCount(self) -> int:
         self._require_init()
-        return 1
+        return self.devices
 
     @api(1)
     def cuDeviceGet(self, ordinal: Any) -> CUdevice:
         o = _args.c_int(ordinal, "int", "ordinal")
         self._require_init()
-        check_device(o)
-        return CUdevice(0)
+        self._check_device(o)
+        return CUdevice(o)
 
     @api(1)
     def cuDeviceGetName(self, length: Any, dev: Any) -> bytes:
         n = _args.c_int(length, "int", "length")
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         if n <= 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "length must be positive")
         # cuda-python returns the whole b" " * length buffer the driver wrote into
-        name = _profile.DEVICE_NAME.encode()[: n - 1] + b"\0"
+        name = _profile.device_name(d).encode()[: n - 1] + b"\0"
         return name + b" " * (n - len(name))
 
     @api(1)
@@ -66,27 +78,29 @@ class DeviceCalls(DriverBase):
         attrib = _args.require_enum(attrib, CUdevice_attribute, "attrib")
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         if attrib == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "CU_DEVICE_ATTRIBUTE_MAX is not an attribute")
         key = attrib.name[len("CU_DEVICE_ATTRIBUTE_"):]
         if key not in _profile.DEVICE_ATTRIBUTES:  # a cuda-bindings newer than the profile
             raise Fail(E.CUDA_ERROR_INVALID_VALUE,
                        f"{attrib.name} is not known to the CPU device's profile")
+        if key == "PCI_BUS_ID":
+            return d  # one bus per device (cuDeviceGetPCIBusId)
         return int(_profile.DEVICE_ATTRIBUTES[key])
 
     @api(1)
     def cuDeviceTotalMem(self, dev: Any) -> int:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         return int(self._memory.capacity)
 
     @api(2)
     def cuDeviceComputeCapability(self, dev: Any) -> tuple[int, int]:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         return _profile.CC_MAJOR, _profile.CC_MINOR
 
     @api(1)
@@ -94,8 +108,58 @@ class DeviceCalls(DriverBase):
         n = _args.c_int(length, "int", "length")
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
+        self._check_device(d)
         if n <= 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "length must be positive")
-        text = _profile.PCI_BUS_ID.encode()[: n - 1] + b"\0"
+        text = _profile.pci_bus_id(d).encode()[: n - 1] + b"\0"
         return text + b" " * (n - len(text))
+
+    @api(1)
+    def cuDeviceGetUuid(self, dev: Any) -> CUuuid:
+        d = device_ordinal(dev)
+        self._require_init()
+        self._check_device(d)
+        uuid = CUuuid()
+        ctypes.memmove(uuid.getPtr(), _profile.device_uuid(d), 16)  # its bytes are read-only
+        return uuid
+
+    @api(1)
+    def cuDeviceGetByPCIBusId(self, pciBusId: Any) -> CUdevice:
+        if not isinstance(pciBusId, bytes):  # a char* parameter: Cython takes bytes only
+            raise TypeError(f"expected bytes, {type(pciBusId).__name__} found")
+        text = pciBusId.split(b"\0", 1)[0].decode(errors="replace")
+        self._require_init()
+        for d in range(self.devices):
+            if _profile.pci_bus_id(d) == text.strip().lower():
+                return CUdevice(d)
+        raise Fail(E.CUDA_ERROR_INVALID_DEVICE, f"no CPU device on PCI bus {text!r}")
+
+    # -- two devices --------------------------------------------------------------
+
+    @api(1)
+    def cuDeviceCanAccessPeer(self, dev: Any, peerDev: Any) -> int:
+        """1 between two different devices (0 for a device and itself, as on a
+        GPU: that is not peer access)."""
+        d = device_ordinal(dev)
+        p = device_ordinal(peerDev)
+        self._require_init()
+        self._check_device(d)
+        self._check_device(p)
+        return int(d != p)
+
+    @api(1)
+    def cuDeviceGetP2PAttribute(self, attrib: Any, srcDevice: Any, dstDevice: Any) -> int:
+        attrib = _args.require_enum(attrib, CUdevice_P2PAttribute, "attrib")
+        s = device_ordinal(srcDevice)
+        t = device_ordinal(dstDevice)
+        self._require_init()
+        self._check_device(s)
+        self._check_device(t)
+        if s == t:
+            raise Fail(E.CUDA_ERROR_INVALID_DEVICE,
+                       f"P2P attributes link two different devices; both are {s}")
+        key = attrib.name.removeprefix("CU_DEVICE_P2P_ATTRIBUTE_")
+        if key not in _profile.P2P_ATTRIBUTES:
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE,
+                       f"{attrib.name} is not known to the CPU device's profile")
+        return _profile.P2P_ATTRIBUTES[key]

@@ -24,9 +24,11 @@ _HOSTALLOC_MASK = 0x07  # PORTABLE | DEVICEMAP | WRITECOMBINED
 
 
 class MemoryCalls(DriverBase):
-    def _alloc(self, ctx: Context, size: int, host_visible: bool = False) -> int:
-        """A device allocation of ``ctx``; ``host_visible``: its bytes are
-        host pages at the same address (managed memory)."""
+    def _alloc(self, ctx: Context, size: int, host_visible: bool = False,
+               device: int | None = None) -> int:
+        """A device allocation of ``ctx``, memory of ``device`` (None: the
+        context's); ``host_visible``: its bytes are host pages at the same
+        address (managed memory, which every device reaches)."""
         if size == 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cannot allocate 0 bytes")
         mem = self._memory
@@ -40,6 +42,8 @@ class MemoryCalls(DriverBase):
                 addr = mem.alloc(size)
             except (MemoryError, OutOfMemory) as e:
                 raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, str(e), e) from None
+            if self.devices > 1:
+                mem.set_device(addr, ctx.device if device is None else device)
         ctx.allocations.add(addr)
         self._alloc_owner[addr] = ctx
         return addr

@@ -91,11 +91,13 @@ class ModuleCalls(DriverBase):
                        f"PTX .target sm_{target} is newer than the device (compute capability "
                        f"{_profile.CC_MAJOR}.{_profile.CC_MINOR})")
         try:
-            program = Program(text, self._memory)
+            program = Program(text, self._memory, ctx.device if self.devices > 1 else -1)
         except ParseError as e:
             raise Fail(E.CUDA_ERROR_INVALID_PTX, f"PTX parse error: {e}", e) from None
         except DeviceError as e:
             raise Fail(CUresult[e.result], str(e), e) from None
+        if self.devices > 1:
+            program.barred = lambda: self._barred(ctx)
         mod = LoadedModule(0, ctx, program, version, target)
         mod.handle = self._new_handle(mod)
         ctx.modules[mod.handle] = mod

@@ -81,6 +81,17 @@ class PointerCalls(DriverBase):
                            address, address if managed else None, a.tag,
                            self._pool_of.get(a.base))
 
+    def _ordinal(self, info: PointerInfo) -> int:
+        """The device the memory belongs to: a pool block's pool's, a mapping's
+        location's, else its context's (host memory: the context's too)."""
+        if info.pool is not None:
+            return info.pool.device
+        mapping = self._mappings.get(info.base)
+        if mapping is not None:
+            return int(mapping.physical.device)
+        ctx = info.context or self._current(check=False)
+        return ctx.device
+
     def _tag(self, device: int) -> int:
         """The never-reused id of the arena allocation at ``device`` (BUFFER_ID)."""
         a = self._memory.find(device)
@@ -110,7 +121,7 @@ class PointerCalls(DriverBase):
             A.CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: False,
             A.CU_POINTER_ATTRIBUTE_BUFFER_ID: info.buffer_id,
             A.CU_POINTER_ATTRIBUTE_IS_MANAGED: info.managed,
-            A.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: 0,
+            A.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: self._ordinal(info),
             A.CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: False,
             A.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: CUdeviceptr(info.base),
             A.CU_POINTER_ATTRIBUTE_RANGE_SIZE: info.size,

@@ -7,8 +7,9 @@ happened when its call returns, and a block is device memory like any other:
 used after its stream-ordered free it is freed memory.  A pool keeps no
 freed block for reuse (the arena never hands an address out twice), so
 ``RESERVED_MEM_*`` equals ``USED_MEM_*``, trimming has nothing to give back,
-and the reuse attributes are kept and reported but change nothing.  Pools
-hold device memory of device 0 only: a pool of host memory
+and the reuse attributes are kept and reported but change nothing.  Each
+device has its default pool; a pool's blocks are memory of its device,
+whichever context allocates them.  A pool of host memory
 (``HOST_MEMORY_POOLS_SUPPORTED`` is 0), one with IPC handle types
 (``MEMPOOL_SUPPORTED_HANDLE_TYPES`` is 0) and pool access from other devices
 are refused as not supported.
@@ -34,7 +35,7 @@ from cuda.bindings.runtime import cudaMemPool_t
 from ...cudaapi import args as _args
 from .api import api
 from .memory_calls import MemoryCalls
-from .state import E, Fail, MemPool, check_device, device_ordinal
+from .state import E, Fail, MemPool, device_ordinal
 
 _A = CUmemPool_attribute
 
@@ -46,11 +47,16 @@ def _pool_handle(pool: Any) -> int:
 
 
 class PoolCalls(MemoryCalls):
-    def _default(self) -> MemPool:
-        if self._default_pool is None:
-            self._default_pool = MemPool(0, default=True, max_size=0)
-            self._default_pool.handle = self._new_handle(self._default_pool)
-        return self._default_pool
+    def _default(self, device: int) -> MemPool:
+        pool = self._default_pools.get(device)
+        if pool is None:
+            pool = self._default_pools[device] = MemPool(0, default=True, max_size=0,
+                                                         device=device)
+            pool.handle = self._new_handle(pool)
+        return pool
+
+    def _current_pool(self, device: int) -> MemPool:
+        return self._current_pools.get(device) or self._default(device)
 
     def _pool(self, pool: Any) -> MemPool:
         h = _pool_handle(pool)
@@ -59,10 +65,11 @@ class PoolCalls(MemoryCalls):
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"memory pool {h:#x} is not a valid pool")
         return obj
 
-    def _device(self, dev: Any) -> None:
+    def _device(self, dev: Any) -> int:
         d = device_ordinal(dev)
         self._require_init()
-        check_device(d)
+        self._check_device(d)
+        return d
 
     def _pool_alloc(self, pool: MemPool, size: int, hStream: Any) -> CUdeviceptr:
         hs = _args.handle_value(hStream, CUstream)
@@ -71,7 +78,7 @@ class PoolCalls(MemoryCalls):
         if pool.max_size and pool.used + size > pool.max_size:
             raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY,
                        f"the pool holds at most {pool.max_size} bytes; {pool.used} are in use")
-        addr = self._alloc(ctx, size)
+        addr = self._alloc(ctx, size, device=pool.device)
         self._pool_of[addr] = pool
         pool.took(size)
         return CUdeviceptr(addr)
@@ -81,8 +88,8 @@ class PoolCalls(MemoryCalls):
     @api(1)
     def cuMemAllocAsync(self, bytesize: Any, hStream: Any) -> CUdeviceptr:
         size = _args.c_int(bytesize, "size_t", "bytesize")
-        self._require_init()
-        return self._pool_alloc(self._current_pool or self._default(), size, hStream)
+        device = self._current().device
+        return self._pool_alloc(self._current_pool(device), size, hStream)
 
     @api(1)
     def cuMemAllocFromPoolAsync(self, bytesize: Any, pool: Any, hStream: Any) -> CUdeviceptr:
@@ -101,18 +108,20 @@ class PoolCalls(MemoryCalls):
 
     @api(1)
     def cuDeviceGetDefaultMemPool(self, dev: Any) -> CUmemoryPool:
-        self._device(dev)
-        return CUmemoryPool(self._default().handle)
+        return CUmemoryPool(self._default(self._device(dev)).handle)
 
     @api(1)
     def cuDeviceGetMemPool(self, dev: Any) -> CUmemoryPool:
-        self._device(dev)
-        return CUmemoryPool((self._current_pool or self._default()).handle)
+        return CUmemoryPool(self._current_pool(self._device(dev)).handle)
 
     @api(0)
     def cuDeviceSetMemPool(self, dev: Any, pool: Any) -> None:
-        self._device(dev)
-        self._current_pool = self._pool(pool)
+        d = self._device(dev)
+        p = self._pool(pool)
+        if p.device != d:
+            raise Fail(E.CUDA_ERROR_INVALID_DEVICE,
+                       f"the pool is device {p.device}'s, not device {d}'s")
+        self._current_pools[d] = p
 
     # -- pools ------------------------------------------------------------------
 
@@ -133,12 +142,13 @@ class PoolCalls(MemoryCalls):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
                        f"a pool located at {kind!r}: the CPU device has pools of device "
                        "memory only (HOST_MEMORY_POOLS_SUPPORTED is 0)")
-        check_device(int(poolProps.location.id))
+        device = int(poolProps.location.id)
+        self._check_device(device)
         if int(poolProps.handleTypes) != int(CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
                        "pools with IPC handle types: the CPU device shares no memory between "
                        "processes (MEMPOOL_SUPPORTED_HANDLE_TYPES is 0)")
-        pool = MemPool(0, default=False, max_size=int(poolProps.maxSize))
+        pool = MemPool(0, default=False, max_size=int(poolProps.maxSize), device=device)
         pool.handle = self._new_handle(pool)
         return CUmemoryPool(pool.handle)
 
@@ -150,8 +160,8 @@ class PoolCalls(MemoryCalls):
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "the device's default pool cannot be destroyed")
         p.alive = False
         self._handles.pop(p.handle, None)
-        if self._current_pool is p:
-            self._current_pool = None
+        if self._current_pools.get(p.device) is p:
+            del self._current_pools[p.device]
 
     @api(0)
     def cuMemPoolTrimTo(self, pool: Any, minBytesToKeep: Any) -> None:

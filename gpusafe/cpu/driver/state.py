@@ -57,16 +57,13 @@ def device_ordinal(dev: Any) -> int:
     return _args.handle_value(dev, CUdevice)
 
 
-def check_device(d: int) -> None:
-    if d != 0:
-        raise Fail(E.CUDA_ERROR_INVALID_DEVICE, f"device {d} does not exist (the CPU device is 0)")
-
-
 class Context:
-    def __init__(self, handle: int, flags: int, primary: bool):
+    def __init__(self, handle: int, flags: int, primary: bool, device: int = 0):
         self.handle = handle
         self.flags = flags
         self.primary = primary
+        self.device = device
+        self.peers: dict[int, Context] = {}  # peer access enabled: peer device -> its context
         self.alive = True
         self.sticky: CUresult | None = None
         self.sticky_detail = ""
@@ -95,9 +92,10 @@ class MemPool:
     out.  Freed blocks go back at once (none is kept for reuse, so a stale
     pointer never meets a newer block), so what it reserves is what is used."""
 
-    def __init__(self, handle: int, default: bool, max_size: int) -> None:
+    def __init__(self, handle: int, default: bool, max_size: int, device: int = 0) -> None:
         self.handle = handle
         self.default = default
+        self.device = device
         self.max_size = max_size  # 0: no limit
         self.alive = True
         self.reuse = {"FOLLOW_EVENT_DEPENDENCIES": 1, "ALLOW_OPPORTUNISTIC": 1,
@@ -158,13 +156,19 @@ class DriverBase:
     ``red_zone`` and ``quarantine`` are its :class:`DeviceMemory`'s: an engine
     that pads allocations and keeps freed memory itself asks for 0 of each.
     ``kernel_timeout`` (seconds, None: no limit) is its watchdog: a launch
-    that runs longer fails with ``CUDA_ERROR_LAUNCH_TIMEOUT``.
+    that runs longer fails with ``CUDA_ERROR_LAUNCH_TIMEOUT``.  ``devices``
+    is how many devices it has (ordinals 0..devices-1): they share one
+    address space (unified addressing), each allocation belonging to one.
     """
 
     def __init__(self, red_zone: int = RED_ZONE, quarantine: int = QUARANTINE,
-                 kernel_timeout: float | None = None) -> None:
+                 kernel_timeout: float | None = None, devices: int = 1) -> None:
         if kernel_timeout is not None and not kernel_timeout > 0:
             raise ValueError(f"the kernel timeout must be positive seconds, not {kernel_timeout}")
+        if not 1 <= devices <= _profile.MAX_DEVICES:
+            raise ValueError(f"a CPU driver has 1 to {_profile.MAX_DEVICES} devices, "
+                             f"not {devices}")
+        self.devices = devices
         self.red_zone = red_zone
         self.quarantine = quarantine
         self.kernel_timeout = kernel_timeout
@@ -182,14 +186,14 @@ class DriverBase:
             red_zone=self.red_zone, quarantine=self.quarantine)
         self._handles: dict[int, object] = {}
         self._next_handle = self._handle_base
-        self._primary: Context | None = None
-        self._primary_refcount = 0
-        self._primary_flags = 0
+        self._primary: dict[int, Context] = {}  # device -> its primary context
+        self._primary_refcount = [0] * self.devices
+        self._primary_flags = [0] * self.devices
         self._alloc_owner: dict[int, Context] = {}
         self._host_allocs: dict[int, HostAllocation] = {}  # pinned: base -> record
         self._registered: dict[int, HostAllocation] = {}  # registered: host base -> record
-        self._default_pool: MemPool | None = None
-        self._current_pool: MemPool | None = None
+        self._default_pools: dict[int, MemPool] = {}  # device -> its default pool
+        self._current_pools: dict[int, MemPool] = {}  # device -> cuDeviceSetMemPool's
         self._pool_of: dict[int, MemPool] = {}  # base of a pool block -> its pool
         self._reservations: dict[int, int] = {}  # cuMemAddressReserve: base -> size
         self._mappings: dict[int, Any] = {}  # cuMemMap: base -> vmm.Mapping
@@ -281,6 +285,21 @@ class DriverBase:
         if not self._initialized:
             raise Fail(E.CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called")
 
+    def _check_device(self, d: int) -> None:
+        if not 0 <= d < self.devices:
+            have = "0" if self.devices == 1 else f"0 to {self.devices - 1}"
+            raise Fail(E.CUDA_ERROR_INVALID_DEVICE,
+                       f"device {d} does not exist (the CPU devices are {have})")
+
+    def _barred(self, ctx: Context) -> frozenset[int] | None:
+        """The devices whose memory a kernel of ``ctx`` may not reach: every
+        other device it has no peer access to (None: it reaches all)."""
+        if self.devices == 1:
+            return None
+        reached = {ctx.device} | {d for d, peer in ctx.peers.items() if peer.alive}
+        barred = frozenset(range(self.devices)) - reached
+        return barred or None
+
     @staticmethod
     def _check_ctx(ctx: Context) -> Context:
         if not ctx.alive:
@@ -320,8 +339,8 @@ class DriverBase:
 
     # -- lifetimes -------------------------------------------------------------
 
-    def _new_context(self, flags: int, primary: bool) -> Context:
-        ctx = Context(0, flags, primary)
+    def _new_context(self, flags: int, primary: bool, device: int = 0) -> Context:
+        ctx = Context(0, flags, primary, device)
         ctx.handle = self._new_handle(ctx)
         return ctx
 
@@ -350,6 +369,7 @@ class DriverBase:
         ctx.host_allocations.clear()
         ctx.streams.clear()
         ctx.events.clear()
+        ctx.peers.clear()
         ctx.alive = False
         self._handles.pop(ctx.handle, None)
         st = self._stack()

@@ -36,7 +36,7 @@ from cuda.bindings.driver import (
 from ...cudaapi import args as _args
 from ..errors import InvalidAddress
 from .api import api
-from .state import DriverBase, E, Fail, check_device, invalid_address
+from .state import DriverBase, E, Fail, invalid_address
 
 GRANULARITY = 2 << 20
 """Minimum and recommended granularity of physical allocations and mappings
@@ -47,9 +47,10 @@ class Physical:
     """A physical allocation (``cuMemCreate``): its bytes, alive while a
     handle or a mapping holds them."""
 
-    def __init__(self, handle: int, size: int) -> None:
+    def __init__(self, handle: int, size: int, device: int = 0) -> None:
         self.handle = handle
         self.size = size
+        self.device = device  # prop.location.id: the device whose memory it is
         self.bytes = np.zeros(size, dtype=np.uint8)
 
 
@@ -78,7 +79,7 @@ class VmmCalls(DriverBase):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
                        f"{what}: physical memory at {prop.location.type!r}: the CPU device "
                        "maps device memory only (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)")
-        check_device(int(prop.location.id))
+        self._check_device(int(prop.location.id))
         if int(prop.requestedHandleTypes) != int(CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
                        f"{what}: shareable handles: the CPU device shares no memory between "
@@ -115,7 +116,7 @@ class VmmCalls(DriverBase):
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cuMemCreate flags must be 0")
         self._granular(n, "cuMemCreate size")
         try:
-            physical = Physical(0, n)
+            physical = Physical(0, n, int(prop.location.id))
         except MemoryError as e:
             raise Fail(E.CUDA_ERROR_OUT_OF_MEMORY, f"cuMemCreate: {e}", e) from None
         physical.handle = self._new_handle(physical)
@@ -245,7 +246,7 @@ class VmmCalls(DriverBase):
         for d in descs:
             if d.location.type != CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE:
                 raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"cuMemSetAccess: {d.location.type!r}")
-            check_device(int(d.location.id))
+            self._check_device(int(d.location.id))
             access = d.flags
         if access == CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ:
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
@@ -271,7 +272,7 @@ class VmmCalls(DriverBase):
         _require(location, CUmemLocation, "location")
         address = _args.handle_value(ptr, CUdeviceptr)
         self._current()
-        check_device(int(location.id))
+        self._check_device(int(location.id))
         m = self._mapping_at(address, "cuMemGetAccess")
         flags = (CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE if m.accessible
                  else CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_NONE)

@@ -25,8 +25,9 @@ Decisions:
   with no current context, initialises the driver (``cuInit``), retains the
   device's primary context and makes it current (``cuDevicePrimaryCtxRetain``
   + ``cuCtxSetCurrent``), as the real runtime does. A context the program made
-  current through the driver API is used as it is. ``cudaSetDevice(0)`` makes
-  the primary context current; ``cudaDeviceReset`` resets it
+  current through the driver API is used as it is. ``cudaSetDevice(d)`` makes
+  device d's primary context current (retained once per device);
+  ``cudaDeviceReset`` resets it
   (``cuDevicePrimaryCtxReset``: its allocations, modules and streams go).
 * **Errors.** A driver ``CUresult`` becomes the ``cudaError_t`` of the same
   value (the runtime's codes were aligned with the driver's: invalid value,

@@ -101,6 +101,7 @@ class RuntimeBase:
     def __init__(self, driver: Driver) -> None:
         self.driver = driver
         self._tls = threading.local()
+        self._held_primaries: dict[int, Any] = {}  # device -> its primary context
 
     def _last_error(self) -> cudaError_t:
         return getattr(self._tls, "last_error", _OK)
@@ -116,5 +117,14 @@ class RuntimeBase:
             self._make_primary_current(0)
 
     def _make_primary_current(self, device: int) -> None:
-        ctx = check(self.driver.cuDevicePrimaryCtxRetain(CUdevice(device)))
-        check(self.driver.cuCtxSetCurrent(ctx))
+        check(self.driver.cuCtxSetCurrent(self._primary(device)))
+
+    def _primary(self, device: int) -> Any:
+        """``device``'s primary context, retained once by the runtime (as the
+        real runtime holds each device's primary context it has used)."""
+        drv = self.driver
+        held = self._held_primaries
+        _flags, active = check(drv.cuDevicePrimaryCtxGetState(CUdevice(device)))
+        if device not in held or not active:
+            held[device] = check(drv.cuDevicePrimaryCtxRetain(CUdevice(device)))
+        return held[device]

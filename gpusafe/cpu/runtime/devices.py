@@ -2,20 +2,37 @@
 ``cuda*GetVersion``, ``cudaGetDevice*``, ``cudaSetDevice``,
 ``cudaDeviceGetAttribute``, ``cudaGetDeviceProperties``,
 ``cuda{Set,Get}DeviceFlags``, ``cudaDeviceSynchronize``, ``cudaDeviceReset``,
-``cudaDevice{Get,Set}Limit``).  Every attribute and property is the driver's
-(:mod:`gpusafe.cpu.driver_profile`), so the two APIs never disagree.
+``cudaDevice{Get,Set}Limit``), and peer access between devices
+(``cudaDeviceCanAccessPeer``, ``cudaDevice{Enable,Disable}PeerAccess``,
+``cudaDeviceGetP2PAttribute``, ``cudaMemcpyPeer(Async)``).  Every attribute
+and property is the driver's (:mod:`gpusafe.cpu.driver_profile`), so the two
+APIs never disagree; peer access is the driver's between the devices'
+primary contexts.
 """
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
-from cuda.bindings.driver import CUdevice, CUdevice_attribute, CUlimit, CUresult
-from cuda.bindings.runtime import cudaDeviceProp, cudaError_t, cudaLimit
+from cuda.bindings.driver import (
+    CUdevice,
+    CUdevice_attribute,
+    CUdevice_P2PAttribute,
+    CUlimit,
+    CUresult,
+)
+from cuda.bindings.runtime import (
+    cudaDeviceP2PAttr,
+    cudaDeviceProp,
+    cudaError_t,
+    cudaLimit,
+    cudaUUID_t,
+)
 
 from ...cudaapi import args as _args
 from .. import driver_profile as _profile
-from .base import Fail, RuntimeBase, api, check, device_ordinal
+from .base import Fail, RuntimeBase, api, check, device_ordinal, handle
 
 _OK = cudaError_t.cudaSuccess
 
@@ -127,7 +144,7 @@ PROP_FIELDS_NOT_ATTRIBUTES = frozenset({
     "name", "totalGlobalMem", "uuid", "luid", "luidDeviceNodeMask", "reserved",
 })
 """cudaDeviceProp fields no device attribute answers: set from the profile
-(name, memory) or left as the runtime leaves them on Linux (LUID: Windows)."""
+(name, memory, UUID) or left as the runtime leaves them on Linux (LUID: Windows)."""
 
 _DEVICE_FLAGS_MASK = 0x07 | 0x08 | 0x10 | 0x20
 """cudaDeviceScheduleMask, cudaDeviceMapHost, cudaDeviceLmemResizeToMax and
@@ -200,8 +217,11 @@ class DeviceCalls(RuntimeBase):
         drv = self.driver
         dev = check(drv.cuDeviceGet(d))
         prop = cudaDeviceProp()
-        prop.name = _profile.DEVICE_NAME.encode().ljust(256, b"\0")
+        prop.name = _profile.device_name(d).encode().ljust(256, b"\0")
         prop.totalGlobalMem = int(check(drv.cuDeviceTotalMem(dev)))
+        uuid = cudaUUID_t()
+        ctypes.memmove(uuid.getPtr(), check(drv.cuDeviceGetUuid(dev)).bytes, 16)
+        prop.uuid = uuid
 
         def get(name: str) -> int:
             return int(check(drv.cuDeviceGetAttribute(
@@ -278,3 +298,71 @@ class DeviceCalls(RuntimeBase):
         limit = _args.require_enum(limit, cudaLimit, "limit")
         self._ensure_context()
         return int(check(self.driver.cuCtxGetLimit(CUlimit(int(limit)))))
+
+    # -- peer access (the driver's, between primary contexts) -----------------------
+
+    def _current_device(self) -> int:
+        self._ensure_context()
+        return int(check(self.driver.cuCtxGetDevice()))
+
+    @api(1)
+    def cudaDeviceCanAccessPeer(self, device: Any, peerDevice: Any) -> int:
+        d = device_ordinal(device)
+        p = device_ordinal(peerDevice)
+        self._init()
+        return int(check(self.driver.cuDeviceCanAccessPeer(CUdevice(d), CUdevice(p))))
+
+    @api(1)
+    def cudaDeviceGetP2PAttribute(self, attr: Any, srcDevice: Any, dstDevice: Any) -> int:
+        attr = _args.require_enum(attr, cudaDeviceP2PAttr, "attr")
+        s = device_ordinal(srcDevice)
+        t = device_ordinal(dstDevice)
+        self._init()
+        return int(check(self.driver.cuDeviceGetP2PAttribute(
+            CUdevice_P2PAttribute(int(attr)), CUdevice(s), CUdevice(t))))
+
+    @api(0)
+    def cudaDeviceEnablePeerAccess(self, peerDevice: Any, flags: Any) -> None:
+        """Kernels of the current device may reach ``peerDevice``'s memory."""
+        p = device_ordinal(peerDevice)
+        f = _args.c_int(flags, "unsigned int", "flags")
+        me = self._current_device()
+        check(self.driver.cuDeviceGet(p))
+        if f != 0:
+            raise Fail(cudaError_t.cudaErrorInvalidValue)
+        if p == me:
+            raise Fail(cudaError_t.cudaErrorInvalidDevice)
+        check(self.driver.cuCtxEnablePeerAccess(self._primary(p), 0))
+
+    @api(0)
+    def cudaDeviceDisablePeerAccess(self, peerDevice: Any) -> None:
+        p = device_ordinal(peerDevice)
+        me = self._current_device()
+        check(self.driver.cuDeviceGet(p))
+        if p == me:
+            raise Fail(cudaError_t.cudaErrorInvalidDevice)
+        check(self.driver.cuCtxDisablePeerAccess(self._primary(p)))
+
+    def _memcpy_peer(self, dst: Any, dstDevice: Any, src: Any, srcDevice: Any, count: Any,
+                     stream: Any) -> None:
+        d_ptr = _args.host_pointer(dst).address
+        dd = device_ordinal(dstDevice)
+        s_ptr = _args.host_pointer(src).address
+        sd = device_ordinal(srcDevice)
+        n = _args.c_int(count, "size_t", "count")
+        hs = handle(stream)
+        self._ensure_context()
+        drv = self.driver
+        check(drv.cuDeviceGet(dd))
+        check(drv.cuDeviceGet(sd))
+        check(drv.cuMemcpyPeerAsync(d_ptr, self._primary(dd), s_ptr, self._primary(sd), n, hs))
+
+    @api(0)
+    def cudaMemcpyPeer(self, dst: Any, dstDevice: Any, src: Any, srcDevice: Any,
+                       count: Any) -> None:
+        self._memcpy_peer(dst, dstDevice, src, srcDevice, count, 0)
+
+    @api(0)
+    def cudaMemcpyPeerAsync(self, dst: Any, dstDevice: Any, src: Any, srcDevice: Any,
+                            count: Any, stream: Any) -> None:
+        self._memcpy_peer(dst, dstDevice, src, srcDevice, count, stream)
