@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from .cpu.driver_profile import MAX_DEVICES
 from .engine.callsite import DEFAULT_STACK_DEPTH
 from .exitcodes import EXIT_TOOL_ERROR
 from .process import session as sessions
@@ -58,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="report allocations still live when the session ends")
     group.addoption("--gpusafe-stack-depth", type=int, default=DEFAULT_STACK_DEPTH, metavar="N",
                     help=f"frames kept per call site (default {DEFAULT_STACK_DEPTH})")
+    group.addoption("--gpusafe-cpu-devices", type=int, default=1, metavar="N",
+                    help=f"devices of the CPU device (1-{MAX_DEVICES}, default 1), as "
+                         "gpusafe run --cpu-devices")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,13 +82,16 @@ class GpusafePlugin:
         depth = config.getoption("gpusafe_stack_depth")
         if depth < 0:
             raise pytest.UsageError("gpusafe: --gpusafe-stack-depth must not be negative")
+        cpu_devices = config.getoption("gpusafe_cpu_devices")
+        if not 1 <= cpu_devices <= MAX_DEVICES:
+            raise pytest.UsageError(f"gpusafe: --gpusafe-cpu-devices must be 1-{MAX_DEVICES}")
         running = sessions.current()
         if running is not None:  # under `gpusafe run pytest --gpusafe`: its session checks
             self.session = running
         else:
             options = sessions.RunOptions(device=device, device_name=name,
                                           leak_check=config.getoption("gpusafe_leak_check"),
-                                          stack_depth=depth)
+                                          stack_depth=depth, cpu_devices=cpu_devices)
             self.session = sessions.Session(options, None)
             self.session.install()
         self._seen: dict[tuple, int] = {}

@@ -1,4 +1,5 @@
-"""The CPU device's profile: what ``gpusafe.cpu.driver`` reports about its one device.
+"""The CPU device's profile: what ``gpusafe.cpu.driver`` reports about each of its devices
+(alike but for name, UUID and PCI bus).
 
 The CPU device presents itself as **one compute capability 9.0 (sm_90) device**:
 
