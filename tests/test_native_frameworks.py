@@ -33,9 +33,14 @@ def _run(program: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dic
     env["CUPY_CACHE_DIR"] = str(tmp_path / "cupy-cache")
     done = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cpu",
                            "--json", str(report), "--", sys.executable, str(SOURCES / program)],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     doc = json.loads(report.read_text()) if report.exists() else {}
     return done, doc
+
+
+def _source_line(v: dict) -> str:
+    lines = Path(v["location"]["file"]).read_text().splitlines()
+    return lines[v["location"]["line"] - 1].strip()
 
 
 def test_capsule_signatures_parse_as_cython_writes_them() -> None:
@@ -47,6 +52,19 @@ def test_capsule_signatures_parse_as_cython_writes_them() -> None:
     assert parse("cudaExtent (size_t, size_t, size_t)") is None  # a struct by value
     text = source([(parse("int (int __pyx_skip_dispatch)"), -1)])
     assert "int gs_t0(int a0)" in text and "int v = (int)-1;" in text
+
+
+def test_kept_source_replaces_the_temporary_file_in_ptx(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpusafe.native.cupy_runtime import keep_source
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ptx = b'.file 1 "/tmp/tmpab12/k1.cubin.cu"\n.file 2 "/usr/include/x.h"\n'
+    out = keep_source(ptx, "int a;\n", "k1.cubin.cu")
+    kept = Path(out.split(b'"')[1].decode())
+    assert kept.parent.parent == tmp_path / "gpusafe" / "native"
+    assert kept.read_text() == "int a;\n"
+    assert out.endswith(b'.file 2 "/usr/include/x.h"\n')
 
 
 @needs_numba
@@ -86,10 +104,25 @@ def test_cupy_raw_kernel_out_of_bounds_found_at_its_line(tmp_path: Path) -> None
     [v] = doc["violations"]
     assert (v["kind"], v["access"], v["size"], v["kernel"]) == (
         "global-out-of-bounds", "write", 4, "fill")
-    assert v["location"]["file"].endswith(".cu")
     assert v["location"]["line"] == 5  # `out[i] = 2.0f * i;` in SOURCE
+    assert _source_line(v) == "out[i] = 2.0f * i;"  # a lasting copy of SOURCE
     assert (v["allocation"]["size"], v["allocation"]["offset"]) == (400, 400)
     assert v["threads"] == [{"block": [0, 0, 0], "thread": [100, 0, 0]}]
+
+
+@needs_cupy
+def test_cupy_elementwise_kernel_out_of_bounds_found_at_its_operation(tmp_path: Path) -> None:
+    """The line is in the source CuPy generates around the operation; the
+    report shows the operation's own text there."""
+    done, doc = _run("cupy_elementwise_oob.py", tmp_path)
+    assert done.returncode == 86, done.stderr
+    [v] = doc["violations"]
+    assert (v["kind"], v["access"], v["size"], v["kernel"]) == (
+        "global-out-of-bounds", "read", 4, "shift_left")
+    assert _source_line(v) == "y = x[i + 1];"
+    assert (v["allocation"]["size"], v["allocation"]["offset"]) == (400, 400)
+    assert v["allocation"]["allocated_at"] == "tests/native/cupy_elementwise_oob.py:7"
+    assert v["threads"] == [{"block": [0, 0, 0], "thread": [99, 0, 0]}]
 
 
 @needs_cupy

@@ -17,14 +17,18 @@ CuPy's driver calls (module loading, launches) already reach the stand-in
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from cuda.bindings import runtime as R
 
 from ..engine.callsite import program_site
+from .build import _cache_root
 from .capsules import replace
 
 if TYPE_CHECKING:
@@ -233,9 +237,12 @@ def plain_allocator(module: ModuleType) -> None:
 
 
 def add_line_info(module: ModuleType) -> None:
-    """Every kernel CuPy compiles carries ``.loc`` lines (``-lineinfo``), so a
-    finding in a RawKernel names its source line."""
+    """Every kernel CuPy compiles carries ``.loc`` lines (``-lineinfo``), and
+    its ``.file`` names a copy of the kernel's source in gpusafe's cache
+    instead of the temporary file CuPy deletes after compiling, so a finding
+    in a RawKernel is shown at its source line, with the line's text."""
     compile_cached = module._compile_module_with_cache
+    compile_nvrtc = module._compile_using_nvrtc_no_warning
 
     def with_line_info(source: Any, options: Any = (), *args: Any, **kwargs: Any) -> Any:
         options = tuple(options)
@@ -243,7 +250,31 @@ def add_line_info(module: ModuleType) -> None:
             options += ("-lineinfo",)
         return compile_cached(source, options, *args, **kwargs)
 
+    def with_kept_source(source: str, options: Any = (), arch: Any = None,
+                         filename: str = "kern.cu", *args: Any, **kwargs: Any) -> Any:
+        ptx, mapping = compile_nvrtc(source, options, arch, filename, *args, **kwargs)
+        if isinstance(ptx, bytes) and filename and b".file" in ptx:
+            ptx = keep_source(ptx, source, filename)
+        return ptx, mapping
+
     module._compile_module_with_cache = with_line_info
+    module._compile_using_nvrtc_no_warning = with_kept_source
+
+
+def keep_source(ptx: bytes, source: str, filename: str) -> bytes:
+    """``ptx`` with its ``.file`` of ``filename`` (in a temporary folder)
+    naming a lasting copy of ``source``; CuPy caches the PTX, so the copy is
+    kept in gpusafe's cache, named by the source's digest."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = _cache_root() / "cupy-sources"
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / f"{digest}-{Path(filename).name}"
+    if not kept.is_file():
+        tmp = kept.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, kept)
+    pattern = re.compile(rb'(\.file\s+\d+\s+")([^"]*' + re.escape(filename.encode()) + rb')"')
+    return pattern.sub(lambda m: m.group(1) + str(kept).encode() + b'"', ptx)
 
 
 class LibraryStandIn(ModuleType):
