@@ -20,6 +20,7 @@ import ctypes
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -226,6 +227,22 @@ def serve_runtime(module: ModuleType) -> None:
             continue
         function = _PYTHON_FORMS.get(name) or _SERVED.get(name, (_unserved(name), 0))[0]
         setattr(module, name, function)
+
+
+def quiet_unload_at_exit(module: ModuleType) -> None:
+    """CuPy's driver module: a kernel module CuPy frees while the
+    interpreter shuts down is left to the process's end.  The stand-in
+    driver answers calls made then with ``CUDA_ERROR_DEINITIALIZED``, and
+    CuPy's error message for it reads an error name the driver did not
+    write, printing a traceback at every exit."""
+    unload = module.moduleUnload
+    finalizing = sys.is_finalizing  # held here: module globals are cleared at shutdown
+
+    def module_unload(handle: int) -> None:
+        if not finalizing():
+            unload(handle)
+
+    replace(module.__pyx_capi__, {"moduleUnload": (module_unload, 0)})
 
 
 def plain_allocator(module: ModuleType) -> None:

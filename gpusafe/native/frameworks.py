@@ -52,6 +52,12 @@ def _cupy_runtime(module: ModuleType) -> None:
     serve_runtime(module)
 
 
+def _cupy_driver(module: ModuleType) -> None:
+    from .cupy_runtime import quiet_unload_at_exit
+
+    quiet_unload_at_exit(module)
+
+
 def _cupy(module: ModuleType) -> None:
     from .cupy_runtime import plain_allocator
 
@@ -82,6 +88,7 @@ _HOOKS: dict[str, Callable[[ModuleType], None]] = {
     "cupy_backends.cuda.libs": _cupy_libraries,
     "numba.cuda.codegen": _numba_codegen,
     "cupy_backends.cuda.api.runtime": _cupy_runtime,
+    "cupy_backends.cuda.api.driver": _cupy_driver,
     "cupy": _cupy,
     "cupy.cuda.compiler": _cupy_compiler,
 }
