@@ -203,6 +203,17 @@ _PYTHON_FORMS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _while_running(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, but a no-op once Python shuts down: CuPy then frees the
+    arrays, streams and events still alive, the session has written its
+    report, and this module's globals may already be cleared."""
+    finalizing = sys.is_finalizing  # held here, for the same reason
+
+    def call(*args: Any) -> Any:
+        return None if finalizing() else function(*args)
+    return call
+
+
 def serve_runtime(module: ModuleType) -> None:
     """Replace CuPy's runtime module's calls (capsules and Python functions)
     by the door's, and every other one of them by a named refusal."""
@@ -218,7 +229,8 @@ def serve_runtime(module: ModuleType) -> None:
         if name in _KEPT or "(" not in signature:
             continue  # pure Python, or a constant
         result = signature.split("(")[0].strip()
-        served[name] = _SERVED.get(name, (_unserved(name), _ERROR_VALUE.get(result, 0)))
+        function, error = _SERVED.get(name, (_unserved(name), _ERROR_VALUE.get(result, 0)))
+        served[name] = (_while_running(function), error)
     replace(capi, served)  # what no trampoline takes (a struct by value) keeps CuPy's own
     for name in dir(module):
         value = getattr(module, name)

@@ -151,6 +151,7 @@ _STAND_INS = {
     "cupy_backends.cuda.libs.cusparse": "cuSPARSE",
     "cupy_backends.cuda.libs.curand": "cuRAND",
     "cupy.cuda.cufft": "cuFFT",
+    "cupy.cuda.thrust": "Thrust",
 }
 """CuPy's modules over NVIDIA's CUDA libraries (machine code only, reaching
 the driver through its private interface): none runs on the CPU device, so
