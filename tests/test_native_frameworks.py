@@ -128,9 +128,12 @@ def test_cupy_elementwise_kernel_out_of_bounds_found_at_its_operation(tmp_path: 
 
 
 @needs_cupy
-def test_cupy_library_call_is_named_never_passed(tmp_path: Path) -> None:
-    done, doc = _run("cupy_matmul.py", tmp_path)
-    assert "matmul failed: NotImplementedError" in done.stdout, done.stderr
+def test_cupy_library_calls_are_named_never_passed(tmp_path: Path) -> None:
+    done, doc = _run("cupy_libraries.py", tmp_path)
+    for name in ("matmul", "sort", "rand"):
+        assert f"{name} failed: NotImplementedError" in done.stdout, done.stderr
     assert done.returncode == 2
-    [call] = doc["unimplemented_calls"]
-    assert call["name"].startswith("cuBLAS: cupy_backends.cuda.libs.cublas.")
+    calls = {c["name"].split(".")[0]: c for c in doc["unimplemented_calls"]}
+    assert set(calls) == {"cuBLAS: cupy_backends", "Thrust: cupy", "cuRAND: cupy_backends"}
+    # the program's line that called into CuPy: `work()`
+    assert {c["site"] for c in calls.values()} == {"tests/native/cupy_libraries.py:11"}
