@@ -2,7 +2,7 @@
 ``gpusafe run --device cpu`` (issue 11): numba-cuda (atomics out of bounds;
 its other programs are in test_native_driver.py) and CuPy (elementwise,
 reduction and RawKernel kernels checked, its memory pool bypassed, its CUDA
-libraries named).  Every test runs a whole program: slow."""
+libraries named).  Every test that runs a whole program is slow."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ def test_kept_source_replaces_the_temporary_file_in_ptx(
     assert out.endswith(b'.file 2 "/usr/include/x.h"\n')
 
 
+@pytest.mark.slow
 @needs_numba
 def test_numba_atomic_out_of_bounds_found_at_its_line(tmp_path: Path) -> None:
     done, doc = _run("numba_atomic_oob.py", tmp_path)
@@ -81,6 +82,7 @@ def test_numba_atomic_out_of_bounds_found_at_its_line(tmp_path: Path) -> None:
     assert {tuple(t["thread"]) for t in v["threads"]} == {(16, 0, 0), (33, 0, 0)}
 
 
+@pytest.mark.slow
 @needs_cupy
 def test_cupy_program_passes_with_its_kernels_checked(tmp_path: Path) -> None:
     done, doc = _run("cupy_ok.py", tmp_path)
@@ -95,6 +97,7 @@ def test_cupy_program_passes_with_its_kernels_checked(tmp_path: Path) -> None:
             "scale"} <= names
 
 
+@pytest.mark.slow
 @needs_cupy
 def test_cupy_raw_kernel_out_of_bounds_found_at_its_line(tmp_path: Path) -> None:
     """The line is the kernel source's own (CuPy compiles it with -lineinfo
@@ -112,6 +115,7 @@ def test_cupy_raw_kernel_out_of_bounds_found_at_its_line(tmp_path: Path) -> None
     assert v["threads"] == [{"block": [0, 0, 0], "thread": [100, 0, 0]}]
 
 
+@pytest.mark.slow
 @needs_cupy
 def test_cupy_elementwise_kernel_out_of_bounds_found_at_its_operation(tmp_path: Path) -> None:
     """The line is in the source CuPy generates around the operation; the
@@ -127,6 +131,7 @@ def test_cupy_elementwise_kernel_out_of_bounds_found_at_its_operation(tmp_path: 
     assert v["threads"] == [{"block": [0, 0, 0], "thread": [99, 0, 0]}]
 
 
+@pytest.mark.slow
 @needs_cupy
 def test_cupy_library_calls_are_named_never_passed(tmp_path: Path) -> None:
     done, doc = _run("cupy_libraries.py", tmp_path)
