@@ -10,8 +10,13 @@ when there is something to link with).  A kernel that needs linking (linked
 files, cudadevrt) keeps numba's own path: the driver then gets a cubin, which
 the CPU device refuses and gpusafe names.
 
-The patch is applied when numba-cuda's code generator is imported, so a
-program that never imports numba pays nothing.
+CuPy (``cupy_runtime``): its statically linked runtime module is served
+through the door, its kernels are compiled to PTX with line information, its
+memory pool is bypassed, and its CUDA-library modules are stand-ins that
+name their use.
+
+Each patch is applied when the framework's module is imported, so a program
+that never imports numba or CuPy pays nothing.
 """
 
 from __future__ import annotations
