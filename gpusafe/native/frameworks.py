@@ -10,18 +10,27 @@ when there is something to link with).  A kernel that needs linking (linked
 files, cudadevrt) keeps numba's own path: the driver then gets a cubin, which
 the CPU device refuses and gpusafe names.
 
-The patch is applied when numba-cuda's code generator is imported, so a
-program that never imports numba pays nothing.
+CuPy (``cupy_runtime``): its statically linked runtime module is served
+through the door, its kernels are compiled to PTX with line information, its
+memory pool is bypassed, and its CUDA-library modules are stand-ins that
+name their use.
+
+Each patch is applied when the framework's module is imported, so a program
+that never imports numba or CuPy pays nothing.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine.findings import Findings
 
 
 def _numba_codegen(module: ModuleType) -> None:
@@ -42,7 +51,52 @@ def _numba_codegen(module: ModuleType) -> None:
     library.get_cubin = get_cubin
 
 
-_HOOKS: dict[str, Callable[[ModuleType], None]] = {"numba.cuda.codegen": _numba_codegen}
+def _cupy_runtime(module: ModuleType) -> None:
+    from .cupy_runtime import serve_runtime
+
+    serve_runtime(module)
+
+
+def _cupy_driver(module: ModuleType) -> None:
+    from .cupy_runtime import quiet_unload_at_exit
+
+    quiet_unload_at_exit(module)
+
+
+def _cupy(module: ModuleType) -> None:
+    from .cupy_runtime import plain_allocator
+
+    plain_allocator(module)
+
+
+def _cupy_compiler(module: ModuleType) -> None:
+    from .cupy_runtime import add_line_info
+
+    add_line_info(module)
+
+
+def _cupy_libraries(module: ModuleType) -> None:
+    """CuPy's library package loads each NVIDIA library before its module:
+    the stand-ins need none."""
+    load = module.__getattr__
+
+    def getattr_(name: str) -> Any:
+        full = f"{module.__name__}.{name}"
+        if full in _STAND_INS:
+            return importlib.import_module(full)
+        return load(name)
+
+    module.__getattr__ = getattr_  # type: ignore[method-assign]
+
+
+_HOOKS: dict[str, Callable[[ModuleType], None]] = {
+    "cupy_backends.cuda.libs": _cupy_libraries,
+    "numba.cuda.codegen": _numba_codegen,
+    "cupy_backends.cuda.api.runtime": _cupy_runtime,
+    "cupy_backends.cuda.api.driver": _cupy_driver,
+    "cupy": _cupy,
+    "cupy.cuda.compiler": _cupy_compiler,
+}
 
 
 class _Loader(importlib.abc.Loader):
@@ -60,11 +114,28 @@ class _Loader(importlib.abc.Loader):
         self.hook(module)
 
 
+class _StandInLoader(importlib.abc.Loader):
+    """A module the CPU device replaces whole (a CUDA library's CuPy module)."""
+
+    def __init__(self, library: str) -> None:
+        self.library = library
+
+    def create_module(self, spec: Any) -> ModuleType:
+        from .cupy_runtime import LibraryStandIn
+
+        return LibraryStandIn(spec.name, self.library)
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self._busy = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name in _STAND_INS:
+            return importlib.util.spec_from_loader(name, _StandInLoader(_STAND_INS[name]))
         hook = _HOOKS.get(name)
         if hook is None or self._busy:
             return None
@@ -79,9 +150,28 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install_framework_hooks() -> None:
+_STAND_INS = {
+    "cupy_backends.cuda.libs.cublas": "cuBLAS",
+    "cupy_backends.cuda.libs.cusolver": "cuSOLVER",
+    "cupy_backends.cuda.libs.cusparse": "cuSPARSE",
+    "cupy_backends.cuda.libs.curand": "cuRAND",
+    "cupy.cuda.cufft": "cuFFT",
+    "cupy.cuda.thrust": "Thrust",
+}
+"""CuPy's modules over NVIDIA's CUDA libraries (machine code only, reaching
+the driver through its private interface): none runs on the CPU device, so
+each is a stand-in that names the calls made to it.  The optional ones CuPy
+probes for at start-up (cuTENSOR, cuSPARSELt, NCCL) keep CuPy's own import,
+which fails where they are not installed."""
+
+
+def install_framework_hooks(findings: Findings) -> None:
     """Patch the frameworks the CPU device needs PTX from, when they load
-    (now, for one already loaded)."""
+    (now, for one already loaded); what they call that the CPU device does
+    not serve goes into ``findings``."""
+    from . import cupy_runtime
+
+    cupy_runtime.configure(findings)
     for name, hook in _HOOKS.items():
         if name in sys.modules:
             hook(sys.modules[name])

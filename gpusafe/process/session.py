@@ -80,7 +80,7 @@ class Session:
         if self.options.device == "cpu":
             from ..native.frameworks import install_framework_hooks
 
-            install_framework_hooks()  # frameworks that load the driver themselves
+            install_framework_hooks(self.findings)  # frameworks that load the driver themselves
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
