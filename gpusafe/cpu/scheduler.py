@@ -314,7 +314,10 @@ def release_barriers(fr: Frame, force: bool) -> bool:
 
 
 def run_launch(launch: Launch) -> None:
-    """Run every block of a launch, a chunk of blocks at a time."""
+    """Run every block of a launch, a chunk of blocks at a time; a
+    cooperative launch (one with a grid workspace) in a single chunk, so that
+    every block is resident while another waits at a grid-wide barrier (the
+    driver refused a grid larger than the device holds at once)."""
     code = launch.code
     tpb = launch.tpb
     gx, gy, gz = launch.grid
@@ -322,6 +325,8 @@ def run_launch(launch: Launch) -> None:
     per_lane = code.register_bytes + code.local_size + code.param_size + 64
     lanes = max(tpb, min(MAX_CHUNK_LANES, CHUNK_BYTES // per_lane))
     blocks_per_chunk = max(1, lanes // tpb)
+    if launch.workspace:
+        blocks_per_chunk = nblocks_total
     first = 0
     while first < nblocks_total:
         nb = min(blocks_per_chunk, nblocks_total - first)
