@@ -53,6 +53,16 @@ block when its threads call from the same site (even after a divergence that
 rejoins before the call), but only one call site's lanes when they call from
 different sites.
 
+*Grid-wide barriers.*  ``cooperative_groups::this_grid().sync()`` is no
+instruction: each block's master thread adds to a counter in the launch's
+grid workspace (``%envreg1:%envreg2``) and polls it until the last block's
+arrival flips its top bit, between two ``bar.sync`` of its block.  That
+works here only if every block is resident, so a cooperative launch (one with
+a workspace) runs all its blocks in one chunk, whatever the chunk budget says
+(the driver refuses a grid larger than occupancy times the multiprocessor
+count, at most 16384 threads); a master polling while other blocks still work
+yields to them after ``SPIN_LIMIT`` rounds, as any spinning group does.
+
 *Warp-synchronous instructions* (``shfl.sync``, ``vote.sync``,
 ``match.sync``, ``redux.sync``, ``bar.warp.sync``) run for a warp only once
 every live lane of its member mask is at the instruction; lanes that arrive
