@@ -208,3 +208,60 @@ def test_grid_sync_in_a_plain_launch_traps_as_on_a_gpu(mod) -> None:
     err, = driver.cuLaunchKernel(f, 4, 1, 1, 32, 1, 1, 0, 0, ((buf, 1), (PTR, INT)), 0)
     assert err == R.CUDA_ERROR_LAUNCH_FAILED
     assert "trap" in driver.last_error_detail()
+
+
+def _checked_door(ptx: str, backend):
+    """An engine over ``backend`` with the cooperative kernels loaded through its door."""
+    from gpusafe.doors.python_driver import DriverDoor
+    from gpusafe.engine.checking import Engine, Policy
+    from gpusafe.engine.findings import Findings
+    from gpusafe.report import ReportBuilder
+
+    engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), Policy())
+    d = backend.driver
+    ok(d.cuInit(0))
+    ok(d.cuCtxCreate(None, 0, 0))
+    names = ("cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc", "cuLaunchCooperativeKernel")
+    w = DriverDoor(engine, {n: getattr(d, n) for n in names}).wrappers()
+    module = ok(w["cuModuleLoadData"](ptx.encode()))
+    return engine, d, w, ok(w["cuModuleGetFunction"](module, b"rotate"))
+
+
+@pytest.mark.slow  # instrumenting cooperative_groups' module takes about a second
+def test_a_checked_cooperative_launch_sees_the_grid_workspace_as_valid_memory(ptx) -> None:
+    from gpusafe.backends.cpu import CpuBackend
+
+    engine, d, w, f = _checked_door(ptx, CpuBackend())
+    values = np.arange(16, dtype=np.int32)
+    buf = int(ok(w["cuMemAlloc"](values.nbytes)))
+    ok(d.cuMemcpyHtoD(buf, values, values.nbytes))
+    ok(w["cuLaunchCooperativeKernel"](f, 16, 1, 1, 32, 1, 1, 0, 0, ((buf, 3), (PTR, INT))))
+    report = engine.findings.report.build(exit_code=0).to_dict()
+    assert report["violations"] == [] and report["summary"]["launches"] == 1, report
+    np.testing.assert_array_equal(fetch_from(d, buf, values), np.roll(values, -3))
+
+
+@pytest.mark.slow
+def test_a_backend_that_cannot_place_the_workspace_refuses_a_checked_cooperative_launch(
+        ptx) -> None:
+    from gpusafe.backends.cpu import CpuBackend
+
+    class NoWorkspace(CpuBackend):
+        def grid_workspace(self) -> int | None:
+            return None
+
+    engine, d, w, f = _checked_door(ptx, NoWorkspace())
+    buf = int(ok(w["cuMemAlloc"](64)))
+    err, = w["cuLaunchCooperativeKernel"](f, 16, 1, 1, 32, 1, 1, 0, 0, ((buf, 1), (PTR, INT)))
+    assert err == R.CUDA_ERROR_NOT_SUPPORTED
+    report = engine.findings.report.build(exit_code=0).to_dict()
+    calls = report["unimplemented_calls"]
+    assert [c["name"] for c in calls] == ["cuLaunchCooperativeKernel"], calls
+    assert "grid workspace" in calls[0]["reason"] and "rotate" in calls[0]["reason"], calls
+    assert report["summary"]["launches"] == 0 and report["summary"]["unimplemented_calls"] == 1
+
+
+def fetch_from(d, address: int, like: np.ndarray) -> np.ndarray:
+    out = np.empty_like(like)
+    ok(d.cuMemcpyDtoH(out, address, out.nbytes))
+    return out

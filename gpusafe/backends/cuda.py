@@ -36,5 +36,6 @@ class CudaBackend:
 
     def grid_workspace(self) -> int | None:
         """Unknown: the driver places it and tells only the kernel (in
-        ``%envreg1:%envreg2``), so a cooperative launch runs unchecked."""
+        ``%envreg1:%envreg2``), so a checked kernel's cooperative launch is
+        refused as unimplemented."""
         return None

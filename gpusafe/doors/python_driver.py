@@ -170,7 +170,7 @@ class DriverDoor(ApiWrappers):
             return engine.launch(
                 f, shared, kernelParams, 0,
                 lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp),
-                program_site, cooperative=True)
+                program_site, cooperative="cuLaunchCooperativeKernel")
 
         return wrapper
 
@@ -182,7 +182,8 @@ class DriverDoor(ApiWrappers):
             shared = int(config.sharedMemBytes) if config is not None else 0
             return engine.launch(f, shared, kernelParams, extra,
                                  lambda kp, ex: real(config, f, kp, ex),
-                                 program_site, cooperative=_cooperative(config))
+                                 program_site,
+                                 cooperative="cuLaunchKernelEx" if _cooperative(config) else "")
 
         return wrapper
 

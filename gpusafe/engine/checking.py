@@ -247,13 +247,16 @@ class Engine:
 
     def launch(self, function: Any, shared: int, kernel_params: Any, extra: Any,
                perform: Callable[[Any, Any], tuple], site: Callable[[], CallSite | None],
-               cooperative: bool = False) -> tuple:
+               cooperative: str = "") -> tuple:
         """One launch of ``function``: ``perform(kernelParams, extra)`` launches
         it with what this decides, the program's own arguments for a kernel
         that runs unchecked, the instrumented kernel's for one that is
-        checked.  A ``cooperative`` launch's allocation table also holds the
-        backend's grid workspace (``grid.sync()`` counts arrivals in it); a
-        backend that cannot say where it is runs the launch unchecked."""
+        checked.  A cooperative launch (``cooperative``: the call's name)
+        has the backend's grid workspace in its allocation table
+        (``grid.sync()`` counts arrivals in it); where the backend cannot say
+        where that is, a checked kernel's cooperative launch is refused and
+        reported as unimplemented: with the workspace unknown its checks
+        would stop ``grid.sync()`` itself."""
         entry = self.modules.kernel(int(function))
         if entry is None:
             self.findings.report.record_unchecked(
@@ -278,10 +281,12 @@ class Engine:
         if cooperative:
             workspace = self.backend.grid_workspace()
             if workspace is None:
-                self.findings.report.record_unchecked(
-                    name, "a cooperative launch: gpusafe does not know where this backend's "
-                    "driver keeps the grid workspace that grid.sync() uses")
-                return perform(kernel_params, extra)
+                where = site()
+                self.findings.unimplemented(
+                    cooperative, None if where is None else str(where),
+                    f"a cooperative launch of checked kernel {name}: gpusafe does not know "
+                    "where this backend keeps the grid workspace grid.sync() uses")
+                return (self.E.CUDA_ERROR_NOT_SUPPORTED,)
             records.append(host.AllocationRecord(GRID_WORKSPACE_TAG, workspace,
                                                  GRID_WORKSPACE_SIZE))
             table_key += (workspace,)
