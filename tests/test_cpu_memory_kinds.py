@@ -153,7 +153,8 @@ def test_device_properties_are_the_attributes() -> None:
                                    "cuMemAllocFromPoolAsync", "cuDeviceGetDefaultMemPool"]),
     ("VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED", 1, ["cuMemCreate", "cuMemMap", "cuMemSetAccess",
                                                  "cuMemAddressReserve"]),
-    ("COOPERATIVE_LAUNCH", 0, ["cuLaunchCooperativeKernel"]),
+    ("COOPERATIVE_LAUNCH", 1, ["cuLaunchCooperativeKernel"]),
+    ("COOPERATIVE_MULTI_DEVICE_LAUNCH", 0, ["cuLaunchCooperativeKernelMultiDevice"]),
 ])
 def test_a_feature_attribute_says_yes_exactly_when_its_calls_exist(
         attribute: str, value: int, functions: list[str]) -> None:

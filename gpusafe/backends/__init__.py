@@ -34,6 +34,12 @@ class Backend(Protocol):
     def unsupported_reason(self) -> str:
         """Why the last call answered with one of ``unsupported_results``."""
 
+    def grid_workspace(self) -> int | None:
+        """The device address of the grid workspace cooperative launches use
+        (the driver's memory that ``grid.sync()`` counts arrivals in), or
+        None when gpusafe cannot know it: a checked cooperative launch needs
+        it in the allocation table."""
+
 
 def open_backend(kind: str, *, pads: bool, kernel_timeout: float | None = None,
                  cpu_devices: int = 1) -> Backend:

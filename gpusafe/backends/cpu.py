@@ -68,6 +68,9 @@ class CpuBackend:
     def fault_detail(self) -> str | None:
         return self.driver.last_error_detail()
 
+    def grid_workspace(self) -> int | None:
+        return self.driver.grid_workspace()
+
     def unsupported_reason(self) -> str:
         """The driver's reason (a runtime call fails through the driver, on
         the same thread, so the reason is the driver's too)."""

@@ -21,8 +21,8 @@ The CPU device presents itself as **one compute capability 9.0 (sm_90) device**:
 * Every ``CUdevice_attribute`` member has its value here.  Memory kinds the
   CPU device provides say so: unified addressing, mapped (zero-copy) and
   registered host memory, managed memory, memory pools, virtual memory
-  management.  Features it does not provide report 0: cooperative and cluster
-  launches, concurrent kernels and copy engines (execution is synchronous),
+  management, cooperative launches.  Features it does not provide report 0:
+  cluster launches, concurrent kernels and copy engines (execution is synchronous),
   textures/surfaces (every size limit 0), IPC, TMA, stream priorities.
 """
 
@@ -140,7 +140,7 @@ DEVICE_ATTRIBUTES: dict[str, int] = {
     "ASYNC_ENGINE_COUNT": 0,
     "STREAM_PRIORITIES_SUPPORTED": 0,
     "COMPUTE_PREEMPTION_SUPPORTED": 0,
-    "COOPERATIVE_LAUNCH": 0,
+    "COOPERATIVE_LAUNCH": 1,
     "COOPERATIVE_MULTI_DEVICE_LAUNCH": 0,
     "CLUSTER_LAUNCH": 0,
     "UNIFIED_FUNCTION_POINTERS": 0,

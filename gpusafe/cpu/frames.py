@@ -84,6 +84,10 @@ class Launch:
     ``stack_limit`` is the bytes of stack a thread may use
     (:func:`stack_use`); ``timeout`` the seconds the launch may run (None: no
     limit), checked by the scheduler once a round (:meth:`check_deadline`).
+    ``workspace`` is the address of a cooperative launch's grid workspace
+    (what ``%envreg1:%envreg2`` give a ``grid.sync()``; 0 for any other
+    launch, whose ``grid.sync()`` traps as on a GPU); a launch with one runs
+    all its blocks in one chunk, co-resident as the hardware guarantees.
     """
 
     def __init__(
@@ -100,6 +104,7 @@ class Launch:
         stack_limit: int = MAX_LOCAL_PER_THREAD,
         timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        workspace: int = 0,
     ) -> None:
         self.memory = memory
         self.code = kernel
@@ -130,6 +135,7 @@ class Launch:
         self.clock = clock
         self.started = clock()
         self.deadline = None if timeout is None else self.started + timeout
+        self.workspace = workspace
 
     def clock_bias(self) -> int:
         return self.count

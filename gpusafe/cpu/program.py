@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -63,6 +64,13 @@ RESERVED_SHARED = 1024
 """Bytes of runtime-reserved shared memory (``%reserved_smem_offset_*``, used by
 cooperative groups on sm_80+) given to kernels that read those registers; it
 sits at the start of the block's window, before the kernel's variables."""
+
+
+GRID_WORKSPACE = struct.Struct("<II")
+"""The grid workspace of a cooperative launch (``cooperative_groups::details::
+grid_workspace``: its size, then the barrier word ``grid.sync()`` counts
+arrivals in): device memory the driver owns, reset at each cooperative launch
+and passed in ``%envreg1:%envreg2`` as a GPU's driver does."""
 
 
 @dataclass
@@ -336,12 +344,16 @@ class Program(ModuleSymbols):
         stdout: TextIO | None = None,
         stack_size: int | None = None,
         timeout: float | None = None,
+        workspace: int = 0,
     ) -> LaunchResult:
         """Run one launch to its end.  ``stack_size``: the bytes of stack a
         thread may use (``CU_LIMIT_STACK_SIZE``; grown, as by a real driver,
         to what the kernel needs without recursion; None: the device's most).
         ``timeout``: seconds after which the launch stops with
-        :class:`~gpusafe.cpu.errors.LaunchTimeout` (None: no limit)."""
+        :class:`~gpusafe.cpu.errors.LaunchTimeout` (None: no limit).
+        ``workspace``: the address of a grid workspace (:data:`GRID_WORKSPACE`)
+        for a cooperative launch, whose blocks then all run co-resident so that
+        ``grid.sync()`` works; the caller has checked that the grid fits."""
         if not self._loaded:
             raise LaunchConfigError("the module has been unloaded")
         info = self.kernels.get(kernel)
@@ -373,9 +385,11 @@ class Program(ModuleSymbols):
         stack_limit = MAX_LOCAL_PER_THREAD
         if stack_size is not None:
             stack_limit = min(max(stack_size, self._static_stack(kernel)), MAX_LOCAL_PER_THREAD)
+        if workspace:
+            self.memory.write(workspace, GRID_WORKSPACE.pack(GRID_WORKSPACE.size, 0))
         launch = Launch(self.memory, code, launch_info, bytes(params), layout.offsets,
                         list(observers), stdout, next(_grid_ids), stack_limit=stack_limit,
-                        timeout=timeout)
+                        timeout=timeout, workspace=workspace)
         launch.reserved_shared = layout.reserved
         for o in observers:
             o.kernel_begin(launch_info)

@@ -53,6 +53,16 @@ block when its threads call from the same site (even after a divergence that
 rejoins before the call), but only one call site's lanes when they call from
 different sites.
 
+*Grid-wide barriers.*  ``cooperative_groups::this_grid().sync()`` is no
+instruction: each block's master thread adds to a counter in the launch's
+grid workspace (``%envreg1:%envreg2``) and polls it until the last block's
+arrival flips its top bit, between two ``bar.sync`` of its block.  That
+works here only if every block is resident, so a cooperative launch (one with
+a workspace) runs all its blocks in one chunk, whatever the chunk budget says
+(the driver refuses a grid larger than occupancy times the multiprocessor
+count, at most 16384 threads); a master polling while other blocks still work
+yields to them after ``SPIN_LIMIT`` rounds, as any spinning group does.
+
 *Warp-synchronous instructions* (``shfl.sync``, ``vote.sync``,
 ``match.sync``, ``redux.sync``, ``bar.warp.sync``) run for a warp only once
 every live lane of its member mask is at the instruction; lanes that arrive
@@ -314,7 +324,10 @@ def release_barriers(fr: Frame, force: bool) -> bool:
 
 
 def run_launch(launch: Launch) -> None:
-    """Run every block of a launch, a chunk of blocks at a time."""
+    """Run every block of a launch, a chunk of blocks at a time; a
+    cooperative launch (one with a grid workspace) in a single chunk, so that
+    every block is resident while another waits at a grid-wide barrier (the
+    driver refused a grid larger than the device holds at once)."""
     code = launch.code
     tpb = launch.tpb
     gx, gy, gz = launch.grid
@@ -322,6 +335,8 @@ def run_launch(launch: Launch) -> None:
     per_lane = code.register_bytes + code.local_size + code.param_size + 64
     lanes = max(tpb, min(MAX_CHUNK_LANES, CHUNK_BYTES // per_lane))
     blocks_per_chunk = max(1, lanes // tpb)
+    if launch.workspace:
+        blocks_per_chunk = nblocks_total
     first = 0
     while first < nblocks_total:
         nb = min(blocks_per_chunk, nblocks_total - first)

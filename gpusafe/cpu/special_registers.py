@@ -4,7 +4,9 @@ Per-lane values are computed once per chunk of blocks
 (:class:`~gpusafe.cpu.frames.Chunk`) and gathered once per frame; uniform
 values are scalars.  ``%clock``,
 ``%clock64`` and ``%globaltimer`` are read fresh every time (they only have
-to be monotonic).
+to be monotonic).  ``%envreg1:%envreg2`` is the grid workspace of a
+cooperative launch (the driver ABI of ``cooperative_groups::this_grid()``),
+0 otherwise; the other environment registers read 0.
 """
 
 from __future__ import annotations
@@ -137,6 +139,9 @@ def uniform_value(name: str, launch: Launch) -> int:
                 "1": reserved // 2}[name.rsplit("_", 1)[1]]
     if name == "%current_graph_exec":
         return 0
+    if name in ("%envreg1", "%envreg2"):
+        # the grid workspace cooperative groups read: high word, low word
+        return launch.workspace >> 32 if name == "%envreg1" else launch.workspace & 0xFFFF_FFFF
     if name in _ENV or name in _PM:
         return 0
     raise KeyError(name)

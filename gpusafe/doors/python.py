@@ -58,7 +58,8 @@ def _counted_launches(real: dict[str, Any], findings: Findings,
 
         return wrapper
 
-    wrapped = {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx") if n in real}
+    wrapped = {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx",
+                                             "cuLaunchCooperativeKernel") if n in real}
     route = getattr(backend_driver, "set_graph_calls", None)
     if route is not None:
         route(wrapped)  # graph kernel nodes count as launches too

@@ -13,7 +13,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from cuda.bindings.driver import CUDA_KERNEL_NODE_PARAMS, CUdeviceptr, CUpointer_attribute
+from cuda.bindings.driver import (
+    CUDA_KERNEL_NODE_PARAMS,
+    CUdeviceptr,
+    CUlaunchAttributeID,
+    CUpointer_attribute,
+)
 
 from ..cudaapi.args import handle_value
 from ..cudaapi.params import ParamError
@@ -155,6 +160,20 @@ class DriverDoor(ApiWrappers):
 
         return wrapper
 
+    def cooperative_launch_wrapper(self) -> Callable[..., Any]:
+        """``cuLaunchCooperativeKernel``: checked like any launch (it has no
+        ``extra``; the instrumented kernel's arguments go in kernelParams)."""
+        real = self.real["cuLaunchCooperativeKernel"]
+        engine = self.engine
+
+        def wrapper(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams):
+            return engine.launch(
+                f, shared, kernelParams, 0,
+                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp),
+                program_site, cooperative="cuLaunchCooperativeKernel")
+
+        return wrapper
+
     def launch_ex_wrapper(self) -> Callable[..., Any]:
         real = self.real["cuLaunchKernelEx"]
         engine = self.engine
@@ -163,7 +182,8 @@ class DriverDoor(ApiWrappers):
             shared = int(config.sharedMemBytes) if config is not None else 0
             return engine.launch(f, shared, kernelParams, extra,
                                  lambda kp, ex: real(config, f, kp, ex),
-                                 program_site)
+                                 program_site,
+                                 cooperative="cuLaunchKernelEx" if _cooperative(config) else "")
 
         return wrapper
 
@@ -294,6 +314,7 @@ class DriverDoor(ApiWrappers):
             "cuModuleUnload": self.unload_wrapper,
             "cuLaunchKernel": self.launch_wrapper,
             "cuLaunchKernelEx": self.launch_ex_wrapper,
+            "cuLaunchCooperativeKernel": self.cooperative_launch_wrapper,
             "cuGraphAddKernelNode": self.graph_kernel_node_wrapper,
             "cuCtxDestroy": self.ctx_destroy_wrapper,
             "cuMemGetAddressRange": self.address_range_wrapper,
@@ -318,6 +339,17 @@ class DriverDoor(ApiWrappers):
         if route is not None:
             route(wrapped)
             self.graphs_routed = True
+
+
+def _cooperative(config: Any) -> bool:
+    """Whether a ``CUlaunchConfig`` asks for a cooperative launch (the
+    launch call itself judges a malformed one)."""
+    try:
+        attrs = list(config.attrs or ())[:int(config.numAttrs)]
+        return any(int(a.id) == int(CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+                   and int(a.value.cooperative) for a in attrs)
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 def _ptr(value: Any) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from cuda.bindings.driver import CUresult
 
-from gpusafe_instrument import host
+from gpusafe_instrument import host, layout
 
 from ..cudaapi import args as cuda_args
 from ..cudaapi.params import ParamError, PointerArray, pack
@@ -42,6 +42,13 @@ _FAULTS = frozenset({
     CUresult.CUDA_ERROR_INVALID_ADDRESS_SPACE,
 })
 """Launch results that mean the kernel started and did not finish."""
+
+GRID_WORKSPACE_SIZE = 8
+"""Bytes of a cooperative launch's grid workspace (``cooperative_groups::
+details::grid_workspace``: its size and the barrier word)."""
+GRID_WORKSPACE_TAG = layout.HEAP_TAG_BASE - 1
+"""The allocation-table tag of the grid workspace: no registry tag reaches it
+and no heap tag is below it, so it never names a program's allocation."""
 
 
 @dataclass(frozen=True)
@@ -239,11 +246,17 @@ class Engine:
         return f"<function {int(function):#x}>"
 
     def launch(self, function: Any, shared: int, kernel_params: Any, extra: Any,
-               perform: Callable[[Any, Any], tuple], site: Callable[[], CallSite | None]) -> tuple:
+               perform: Callable[[Any, Any], tuple], site: Callable[[], CallSite | None],
+               cooperative: str = "") -> tuple:
         """One launch of ``function``: ``perform(kernelParams, extra)`` launches
         it with what this decides, the program's own arguments for a kernel
         that runs unchecked, the instrumented kernel's for one that is
-        checked."""
+        checked.  A cooperative launch (``cooperative``: the call's name)
+        has the backend's grid workspace in its allocation table
+        (``grid.sync()`` counts arrivals in it); where the backend cannot say
+        where that is, a checked kernel's cooperative launch is refused and
+        reported as unimplemented: with the workspace unknown its checks
+        would stop ``grid.sync()`` itself."""
         entry = self.modules.kernel(int(function))
         if entry is None:
             self.findings.report.record_unchecked(
@@ -263,13 +276,26 @@ class Engine:
                           int(extra or 0))
         except ParamError:
             return (self.E.CUDA_ERROR_INVALID_VALUE,)
+        records = self._records()
+        table_key: tuple = (self.registry.version, self.current_context())
+        if cooperative:
+            workspace = self.backend.grid_workspace()
+            if workspace is None:
+                where = site()
+                self.findings.unimplemented(
+                    cooperative, None if where is None else str(where),
+                    f"a cooperative launch of checked kernel {name}: gpusafe does not know "
+                    "where this backend keeps the grid workspace grid.sync() uses")
+                return (self.E.CUDA_ERROR_NOT_SUPPORTED,)
+            records.append(host.AllocationRecord(GRID_WORKSPACE_TAG, workspace,
+                                                 GRID_WORKSPACE_SIZE))
+            table_key += (workspace,)
         launch_site = site()
         freed = self._freed_arguments(info, params, launch_site)
         with self._lock:
             try:
                 launch = self.pipeline.prepare(
-                    module.sites, name, params, self._records(),
-                    table_key=(self.registry.version, self.current_context()),
+                    module.sites, name, params, records, table_key=table_key,
                     dynamic_shared=int(shared), heap_key=self.current_context())
             except DeviceMemoryError as e:
                 self.findings.freed_arguments(name, freed)

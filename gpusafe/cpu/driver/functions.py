@@ -24,6 +24,24 @@ def max_threads(fn: Function) -> int:
     return min(mt, _profile.MAX_THREADS_PER_BLOCK) if mt > 0 else _profile.MAX_THREADS_PER_BLOCK
 
 
+def occupancy(fn: Function, block_size: int, dynamic_shared: int) -> int:
+    """Blocks of ``block_size`` threads of ``fn`` one multiprocessor holds at
+    once: what ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` reports, and,
+    times the multiprocessor count, the largest cooperative grid."""
+    if block_size > max_threads(fn):
+        return 0
+    attrs = _profile.DEVICE_ATTRIBUTES
+    warps = -(-block_size // _profile.WARP_SIZE)
+    by_threads = attrs["MAX_THREADS_PER_MULTIPROCESSOR"] // (warps * _profile.WARP_SIZE)
+    smem = int(fn.info.static_shared or 0) + dynamic_shared
+    if smem:
+        smem += attrs["RESERVED_SHARED_MEMORY_PER_BLOCK"]
+        by_smem = attrs["MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"] // smem
+    else:
+        by_smem = attrs["MAX_BLOCKS_PER_MULTIPROCESSOR"]
+    return int(min(by_threads, by_smem, attrs["MAX_BLOCKS_PER_MULTIPROCESSOR"]))
+
+
 class FunctionCalls(DriverBase):
     def _function(self, hfunc: Any) -> Function:
         h = _args.handle_value(hfunc, CUfunction)
@@ -110,15 +128,4 @@ class FunctionCalls(DriverBase):
         fn = self._function(func)
         if bs <= 0:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "blockSize must be positive")
-        if bs > max_threads(fn):
-            return 0
-        attrs = _profile.DEVICE_ATTRIBUTES
-        warps = -(-bs // _profile.WARP_SIZE)
-        by_threads = attrs["MAX_THREADS_PER_MULTIPROCESSOR"] // (warps * _profile.WARP_SIZE)
-        smem = int(fn.info.static_shared or 0) + dyn
-        if smem:
-            smem += attrs["RESERVED_SHARED_MEMORY_PER_BLOCK"]
-            by_smem = attrs["MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"] // smem
-        else:
-            by_smem = attrs["MAX_BLOCKS_PER_MULTIPROCESSOR"]
-        return int(min(by_threads, by_smem, attrs["MAX_BLOCKS_PER_MULTIPROCESSOR"]))
+        return occupancy(fn, bs, dyn)
