@@ -79,8 +79,8 @@ def test_gpusafe_nvcc_adds_what_checking_needs_unless_chosen(tmp_path: Path) -> 
     stand_in = tmp_path / "stand-in"
     assert nvcc_argv(nvcc, ["-o", "app", "app.cu"], stand_in) == [
         str(nvcc), "-o", "app", "app.cu", "-cudart", "shared", "--no-compress", "-lineinfo",
-        f"-L{stand_in}", f"-L{tmp_path / 'lib'}"]
-    chosen = ["-c", "-G", "-cudart=static", "--compress-mode=size", "app.cu"]
+        "-g", f"-L{stand_in}", f"-L{tmp_path / 'lib'}"]
+    chosen = ["-c", "-G", "-g", "-cudart=static", "--compress-mode=size", "app.cu"]
     assert nvcc_argv(nvcc, chosen, stand_in) == [str(nvcc), *chosen]
 
 
