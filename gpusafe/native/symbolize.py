@@ -240,9 +240,12 @@ def site(addresses: list[int], depth: int) -> CallSite | None:
     return CallSite(tuple(raw[:max(depth, 1)]), 0, cwd=os.getcwd())
 
 
-def provider(library: str = "libcuda.so.1") -> Callable[[int], CallSite | None] | None:
+def provider(library: str | None = None) -> Callable[[int], CallSite | None] | None:
     """The stacks of the stand-in driver loaded in this process (None when
-    it is not loaded: a program that never reaches it has no native frames)."""
+    it is not loaded: a program that never reaches it has no native frames).
+    Under the LD_PRELOAD door the stand-in is named by its path, which the
+    door never reroutes."""
+    library = library or os.environ.get("GPUSAFE_CHECKED_DRIVER") or "libcuda.so.1"
     try:
         lib = ctypes.CDLL(library, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
         take = lib.gpusafe_native_frames
