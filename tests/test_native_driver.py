@@ -358,14 +358,18 @@ def test_nvcc_program_with_shared_runtime_is_checked(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
-def test_nvcc_program_with_compressed_ptx_names_the_flag(tmp_path: Path) -> None:
-    done, doc = _run([str(_nvcc_build(tmp_path))], tmp_path)
-    # the host-side double free is still found, and a violation outranks exit 2
+@pytest.mark.parametrize("mode", ["default", "speed"])
+def test_nvcc_program_with_compressed_ptx_is_checked(tmp_path: Path, mode: str) -> None:
+    """nvcc compresses fatbinary entries by default (Zstandard; LZ4 with
+    ``--compress-mode=speed``): the PTX is decompressed and checked."""
+    flags = [] if mode == "default" else [f"--compress-mode={mode}"]
+    done, doc = _run([str(_nvcc_build(tmp_path, *flags))], tmp_path)
     assert done.returncode == 86, done.stderr
-    assert [v["kind"] for v in doc["violations"]] == ["double-free"]
-    assert "kernel _Z4fillPii cannot be used on the CPU device" in done.stderr
-    assert "nvcc --no-compress" in done.stderr
-    assert [v["kind"] for v in doc["violations"]] == ["double-free"]
+    assert [v["kind"] for v in doc["violations"]] == ["global-out-of-bounds", "double-free"]
+    oob = doc["violations"][0]
+    assert (oob["location"]["file"], oob["location"]["line"]) == (
+        str(SOURCES / "runtime_oob.cu"), 6)
+    assert doc["checked_kernels"] == [{"name": "_Z4fillPii", "launches": 1}]
 
 
 @pytest.mark.slow
