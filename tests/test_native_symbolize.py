@@ -54,3 +54,9 @@ def test_a_library_without_line_tables_has_no_frames() -> None:
     libc = ctypes.CDLL(None)
     address = ctypes.cast(libc.printf, ctypes.c_void_p).value
     assert symbolize.frame(address + 1) is None
+
+
+def test_a_python_program_is_not_a_native_one() -> None:
+    """Its interpreter's frames (the python binary carries DWARF) must never
+    be taken for the program's: only Python frames name its sites."""
+    assert not symbolize.native_program()

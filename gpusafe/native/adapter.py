@@ -25,7 +25,8 @@ UNKNOWN = 999
 
 _reported: set[str] = set()
 _SERVED = {**CALLS, **libraries.CALLS}
-callsite.set_native_sites(symbolize.provider())  # a native program's frames name its sites
+if symbolize.native_program():
+    callsite.set_native_sites(symbolize.provider())  # its frames name its sites
 
 
 def current_session() -> _session.Session | None:

@@ -52,8 +52,11 @@ static PyObject *gs_finish_fn;
 static int gs_embedded;
 
 /* The program's return addresses at its outermost driver or runtime call on
- * this thread, for the report's host stack: Python reads them (through
- * gpusafe_native_frames) only while that call is in progress. */
+ * this thread, for the report's host stack: taken at the call (a shallow
+ * walk: the program's frames and two of ours), read by Python through
+ * gpusafe_native_frames while that call is in progress.  Taking them only
+ * when Python asks was measured and rejected: the walk then crosses the
+ * interpreter's frames, about 15x the cost of an allocation. */
 #define GS_MAX_FRAMES 48
 static __thread void *gs_frames[GS_MAX_FRAMES];
 static __thread int gs_nframes;
@@ -73,6 +76,7 @@ static inline void gs_enter(void) {
     if (gs_depth++ == 0)
         gs_nframes = backtrace(gs_frames, GS_MAX_FRAMES);
 }
+
 static int gs_failed;
 static pthread_once_t gs_once = PTHREAD_ONCE_INIT;
 
