@@ -103,3 +103,37 @@ def test_python_programs_are_not_preloaded(tmp_path: Path) -> None:
                    tmp_path)
     assert done.returncode == 0, done.stderr
     assert "libgpusafe_preload" not in done.stdout
+
+
+_BASE = "int gs_value(void) { return 7; }\n"
+_WRAP = """#define _GNU_SOURCE
+#include <dlfcn.h>
+int gs_value(void) {
+    int (*next)(void) = (int (*)(void))dlsym(RTLD_NEXT, "gs_value");
+    return next ? 10 * next() : -1;
+}
+"""
+_MAIN = """#include <stdio.h>
+int gs_value(void);
+int main(void) { printf("value %d\\n", gs_value()); return 0; }
+"""
+
+
+def test_rtld_next_still_searches_after_the_caller(programs: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    """An interposer's dlsym(RTLD_NEXT) must find the next definition after
+    itself, not after the preload library (which would find its own)."""
+    for name, text in (("base.c", _BASE), ("wrap.c", _WRAP), ("main.c", _MAIN)):
+        (tmp_path / name).write_text(text)
+    cc = ["cc", "-Wall", "-Werror"]
+    subprocess.run([*cc, "-shared", "-fPIC", "-o", str(tmp_path / "libbase.so"),
+                    str(tmp_path / "base.c")], check=True)
+    subprocess.run([*cc, "-shared", "-fPIC", "-o", str(tmp_path / "libwrap.so"),
+                    str(tmp_path / "wrap.c"), "-ldl"], check=True)
+    subprocess.run([*cc, "-o", str(tmp_path / "main"), str(tmp_path / "main.c"),
+                    f"-L{tmp_path}", "-Wl,--no-as-needed", "-lwrap", "-lbase",
+                    f"-Wl,-rpath,{tmp_path}"], check=True)
+    env = dict(os.environ, LD_PRELOAD=str(programs["preload"]))
+    done = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (0, "value 70\n"), done.stderr

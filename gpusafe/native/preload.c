@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,8 +154,56 @@ void *dlopen(const char *file, int mode) {
     return gs_real_dlopen(file, mode);
 }
 
+/* dlsym(RTLD_NEXT, ...) searches the objects loaded after the caller's, and
+ * glibc tells the caller by the return address: called from here, it would
+ * search after this library instead, and an interposer later in the order
+ * would find its own definition.  So the search is done here, object by
+ * object in load order, after the caller's. */
+struct gs_next_search {
+    const void *caller_base;
+    const char *name;
+    int past_caller;
+    void *found;
+};
+
+static int gs_next_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct gs_next_search *s = data;
+    ElfW(Addr) low = (ElfW(Addr))-1;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < low)
+            low = info->dlpi_phdr[i].p_vaddr;
+    const void *base = (const void *)(info->dlpi_addr + (low & ~(ElfW(Addr))0xfff));
+    if (!s->past_caller) {
+        s->past_caller = base == s->caller_base;
+        return 0;
+    }
+    if (!info->dlpi_name || !*info->dlpi_name)
+        return 0;
+    void *h = gs_real_dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    void *sym = gs_real_dlsym(h, s->name);
+    Dl_info where;
+    if (sym && dladdr(sym, &where) && where.dli_fbase == base)
+        s->found = sym; /* defined in this object, not one of its dependencies */
+    dlclose(h);
+    return s->found != NULL;
+}
+
+static void *gs_dlsym_next(const void *caller, const char *name) {
+    Dl_info info;
+    if (!dladdr(caller, &info))
+        return gs_real_dlsym(RTLD_NEXT, name);
+    struct gs_next_search s = {info.dli_fbase, name, 0, NULL};
+    dl_iterate_phdr(gs_next_object, &s);
+    return s.found;
+}
+
 void *dlsym(void *handle, const char *name) {
     pthread_once(&gs_once, gs_init);
+    if (handle == RTLD_NEXT)
+        return gs_dlsym_next(__builtin_return_address(0), name);
     if (!name || !handle || (handle != gs_checked && handle != gs_real) ||
         gs_from_own_door(__builtin_return_address(0)))
         return gs_real_dlsym(handle, name);
