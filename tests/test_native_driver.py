@@ -115,7 +115,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in ("saxpy", "oob", "double_free", "unimplemented", "proc_address", "threads"):
         exe = out / name
         link = ["-ldl"] if name == "proc_address" else [f"-L{lib}", "-lcuda", "-lpthread"]
-        subprocess.run(["cc", "-Wall", "-Werror", "-o", str(exe), str(SOURCES / f"{name}.c"),
+        subprocess.run(["cc", "-g", "-Wall", "-Werror", "-o", str(exe),
+                        str(SOURCES / f"{name}.c"),
                         f"-I{INCLUDE}", *link], check=True)
         programs[name] = exe
     programs["dir"] = out
@@ -186,6 +187,11 @@ def test_use_after_free_and_double_free(built: dict[str, Path], tmp_path: Path) 
     kinds = [v["kind"] for v in doc["violations"]]
     assert kinds == ["use-after-free", "double-free"]
     assert all(v["allocation"]["size"] == 256 for v in doc["violations"])
+    # the host stack's top frame is the program's call, the allocation's and free's too
+    for v, line in zip(doc["violations"], (14, 15), strict=True):
+        assert (Path(v["stack"][0]["file"]).name, v["stack"][0]["line"]) == ("double_free.c", line)
+        assert v["allocation"]["allocated_at"].endswith("double_free.c:12")
+        assert v["allocation"]["freed_at"].endswith("double_free.c:13")
 
 
 @pytest.mark.slow
