@@ -9,6 +9,9 @@ For every sample in ``samples/expectations.json`` it runs::
 
     python -m gpusafe run --device DEV --json OUT.json [sample flags] -- python samples/X.py
 
+(the native samples of ``samples/native/expectations.json`` are built first
+with ``gpusafe nvcc`` and run as binaries; on a device their ``devices``
+does not name, gpusafe's refusal, exit 2, is what is expected)
 and compares the report's violations with the expectation (kind, source file
 and line; ``--strict`` also access, kernel, allocation tag and offset), and
 the exit statuses (the program's own, and gpusafe's: 86 when it found
@@ -44,6 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 EXPECTATIONS = SAMPLES / "expectations.json"
+NATIVE_EXPECTATIONS = SAMPLES / "native" / "expectations.json"
+"""Native samples: built with ``gpusafe nvcc``, run as a binary (issue 11)."""
 REPORT_SCHEMA = "gpusafe-report/1"
 DEFAULT_ERROR_EXITCODE = 86  # DESIGN.md: gpusafe run's status when it found violations
 
@@ -534,8 +539,15 @@ class SampleResult:
 def run_gpusafe(name: str, exp: dict, args, outdir: Path, budget: float) -> SampleResult:
     res = SampleResult(name, exp)
     report_path = outdir / f"{name}.json"
+    program = [args.python, str(Path("samples") / exp["program"])]
+    if exp.get("native"):
+        built, why = build_native(name, exp, args, outdir, budget)
+        if built is None:
+            res.verdict = Verdict(False, [why])
+            return res
+        program = [str(built)]
     argv = [*args.gpusafe_cmd, "run", "--device", args.device, "--json", str(report_path),
-            *exp["flags"], "--", args.python, str(Path("samples") / exp["program"])]
+            *exp["flags"], "--", *program]
     res.gpusafe = run_command(argv, min(args.timeout, budget), outdir / f"{name}.gpusafe",
                               env=child_env())
     if res.gpusafe.timed_out:
@@ -543,6 +555,13 @@ def run_gpusafe(name: str, exp: dict, args, outdir: Path, budget: float) -> Samp
         return res
     if res.gpusafe.error:
         res.verdict = Verdict(False, [res.gpusafe.error])
+        return res
+    if exp.get("native") and args.device not in exp["devices"]:
+        refused = res.gpusafe.status == 2 and "Nothing was run" in res.gpusafe.stderr
+        res.verdict = Verdict(refused, [] if refused else [
+            f"expected gpusafe to refuse a native program on {args.device} (exit 2, "
+            f"'Nothing was run'); it exited {res.gpusafe.status}"], ["refused: native programs are checked on "
+                                       f"{', '.join(exp['devices'])} only"])
         return res
     try:
         res.report = json.loads(report_path.read_text())
@@ -554,13 +573,47 @@ def run_gpusafe(name: str, exp: dict, args, outdir: Path, budget: float) -> Samp
     return res
 
 
+def build_native(name: str, exp: dict, args, outdir: Path,
+                 budget: float) -> tuple[Path | None, str]:
+    """The native sample's binary, built with ``gpusafe nvcc`` (or why not)."""
+    exe = outdir / name
+    if exe.is_file():
+        return exe, ""
+    r = run_command([*args.gpusafe_cmd, "nvcc", "-o", str(exe),
+                     str(SAMPLES / exp["program"])], min(args.timeout, budget),
+                    outdir / f"{name}.build", env=child_env())
+    if r.status != 0 or not exe.is_file():
+        return None, f"gpusafe nvcc failed ({r.error or r.status}): {r.tail(3)}"
+    return exe, ""
+
+
+def _native_env(env: dict, python: str) -> dict:
+    """A native sample outside gpusafe finds NVIDIA's libcudart.so.13 (the pip
+    toolkit's, next to nvcc) as the program needs it, on the real driver."""
+    r = subprocess.run([python, "-c", "from gpusafe.commands.nvcc import find_nvcc; "
+                        "print(find_nvcc() or '')"], capture_output=True, text=True, env=env)
+    nvcc = r.stdout.strip()
+    if nvcc:
+        lib = Path(nvcc).resolve().parent.parent / "lib"
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            [str(lib), *filter(None, [env.get("LD_LIBRARY_PATH")])])
+    return env
+
+
 def run_sanitizer(res: SampleResult, sanitizer: str, args, outdir: Path, budget: float) -> None:
     exp = res.expectation
     argv = [sanitizer, "--tool", "memcheck"]
     if "--leak-check" in exp["flags"]:
         argv += ["--leak-check", "full"]
-    argv += [args.python, str(Path("samples") / exp["program"])]
     env = child_env()
+    if exp.get("native"):
+        exe = outdir / res.name
+        if not exe.is_file():
+            return  # its build failed: the gpusafe column says why
+        argv.append(str(exe))
+        env = _native_env(env, args.python)
+    else:
+        argv += [args.python, str(Path("samples") / exp["program"])]
     res.sanitizer = run_command(argv, min(args.timeout, budget), outdir / f"{res.name}.sanitizer",
                                 env=env)
     res.sanitizer_findings = parse_sanitizer(res.sanitizer.stdout + "\n" + res.sanitizer.stderr)
@@ -585,6 +638,8 @@ def render(results: list[SampleResult], sanitizer_state: str) -> str:
             found, gs_ok = [f"not run: {r.skipped}"], False
         elif r.report is not None:
             found, gs_ok = group(report_findings(r.report), r.name), r.verdict.ok
+        elif r.verdict is not None and r.verdict.ok:  # a refusal that was expected
+            found, gs_ok = [n[:60] for n in r.verdict.notes] or ["as expected"], True
         else:
             found, gs_ok = [r.verdict.problems[0][:60] if r.verdict else "?"], False
         if r.sanitizer is None:
@@ -659,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
     outdir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gpu-check-"))
     outdir.mkdir(parents=True, exist_ok=True)
     expectations = load_expectations()
+    if NATIVE_EXPECTATIONS.is_file():
+        expectations.update(load_expectations(NATIVE_EXPECTATIONS))
     names = [s for s in args.samples.split(",") if s] or list(expectations)
     unknown = [s for s in names if s not in expectations]
     if unknown:

@@ -26,7 +26,7 @@ SLOW_MODULES = {
     "test_run_cli", "test_run_runtime_api", "test_run_hardening", "test_samples_programs",
     "test_cpu_programs", "test_cli_inspect", "test_packaging", "test_run_heap",
     "test_run_incomplete", "test_memory_kind_programs", "test_multidevice_programs",
-    "test_cooperative_programs",
+    "test_cooperative_programs", "test_native_stacks", "test_native_preload",
     # property tests
     "test_ptx_fuzz", "test_instrument_fuzz",
 }

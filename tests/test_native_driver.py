@@ -79,8 +79,8 @@ def test_gpusafe_nvcc_adds_what_checking_needs_unless_chosen(tmp_path: Path) -> 
     stand_in = tmp_path / "stand-in"
     assert nvcc_argv(nvcc, ["-o", "app", "app.cu"], stand_in) == [
         str(nvcc), "-o", "app", "app.cu", "-cudart", "shared", "--no-compress", "-lineinfo",
-        f"-L{stand_in}", f"-L{tmp_path / 'lib'}"]
-    chosen = ["-c", "-G", "-cudart=static", "--compress-mode=size", "app.cu"]
+        "-g", f"-L{stand_in}", f"-L{tmp_path / 'lib'}"]
+    chosen = ["-c", "-G", "-g", "-cudart=static", "--compress-mode=size", "app.cu"]
     assert nvcc_argv(nvcc, chosen, stand_in) == [str(nvcc), *chosen]
 
 
@@ -115,7 +115,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in ("saxpy", "oob", "double_free", "unimplemented", "proc_address", "threads"):
         exe = out / name
         link = ["-ldl"] if name == "proc_address" else [f"-L{lib}", "-lcuda", "-lpthread"]
-        subprocess.run(["cc", "-Wall", "-Werror", "-o", str(exe), str(SOURCES / f"{name}.c"),
+        subprocess.run(["cc", "-g", "-Wall", "-Werror", "-o", str(exe),
+                        str(SOURCES / f"{name}.c"),
                         f"-I{INCLUDE}", *link], check=True)
         programs[name] = exe
     programs["dir"] = out
@@ -186,6 +187,11 @@ def test_use_after_free_and_double_free(built: dict[str, Path], tmp_path: Path) 
     kinds = [v["kind"] for v in doc["violations"]]
     assert kinds == ["use-after-free", "double-free"]
     assert all(v["allocation"]["size"] == 256 for v in doc["violations"])
+    # the host stack's top frame is the program's call, the allocation's and free's too
+    for v, line in zip(doc["violations"], (14, 15), strict=True):
+        assert (Path(v["stack"][0]["file"]).name, v["stack"][0]["line"]) == ("double_free.c", line)
+        assert v["allocation"]["allocated_at"].endswith("double_free.c:12")
+        assert v["allocation"]["freed_at"].endswith("double_free.c:13")
 
 
 @pytest.mark.slow
@@ -358,14 +364,18 @@ def test_nvcc_program_with_shared_runtime_is_checked(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
-def test_nvcc_program_with_compressed_ptx_names_the_flag(tmp_path: Path) -> None:
-    done, doc = _run([str(_nvcc_build(tmp_path))], tmp_path)
-    # the host-side double free is still found, and a violation outranks exit 2
+@pytest.mark.parametrize("mode", ["default", "speed"])
+def test_nvcc_program_with_compressed_ptx_is_checked(tmp_path: Path, mode: str) -> None:
+    """nvcc compresses fatbinary entries by default (Zstandard; LZ4 with
+    ``--compress-mode=speed``): the PTX is decompressed and checked."""
+    flags = [] if mode == "default" else [f"--compress-mode={mode}"]
+    done, doc = _run([str(_nvcc_build(tmp_path, *flags))], tmp_path)
     assert done.returncode == 86, done.stderr
-    assert [v["kind"] for v in doc["violations"]] == ["double-free"]
-    assert "kernel _Z4fillPii cannot be used on the CPU device" in done.stderr
-    assert "nvcc --no-compress" in done.stderr
-    assert [v["kind"] for v in doc["violations"]] == ["double-free"]
+    assert [v["kind"] for v in doc["violations"]] == ["global-out-of-bounds", "double-free"]
+    oob = doc["violations"][0]
+    assert (oob["location"]["file"], oob["location"]["line"]) == (
+        str(SOURCES / "runtime_oob.cu"), 6)
+    assert doc["checked_kernels"] == [{"name": "_Z4fillPii", "launches": 1}]
 
 
 @pytest.mark.slow

@@ -4,8 +4,9 @@ CPU device, so a CI job builds with it and runs ``gpusafe run --device cpu
 
 It adds ``-cudart shared`` (the stand-in runtime can serve only a runtime the
 program loads as a library), ``--no-compress`` (the CPU device reads the PTX
-nvcc embeds, which gpusafe cannot decompress) and ``-lineinfo`` (source
-lines in reports), each unless the user chose otherwise; when nvcc links, it
+nvcc embeds; uncompressed, it needs no decompressor), ``-lineinfo`` (device
+source lines in reports) and ``-g`` (host line tables: the report's native
+stack frames), each unless the user chose otherwise; when nvcc links, it
 also finds ``libcudart.so`` in the stand-in's folder (the pip toolkit ships
 only ``libcudart.so.13``; the program's dependency is the same
 ``libcudart.so.13``, so on a GPU it runs on NVIDIA's).  The exit status is
@@ -32,7 +33,7 @@ _NO_LINK = ("-c", "--compile", "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "nvcc", help="run nvcc with the flags that make a program checkable",
-        description="Run nvcc with -cudart shared, --no-compress and -lineinfo added, so that "
+        description="Run nvcc with -cudart shared, --no-compress, -lineinfo and -g added, so that "
                     "`gpusafe run --device cpu -- ./app` can check the program.")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="NVCC ARGS")
     p.set_defaults(func=cmd_nvcc, pass_through=True)  # every flag is nvcc's
@@ -66,6 +67,8 @@ def nvcc_argv(nvcc: Path, args: list[str], stand_in: Path | None) -> list[str]:
         added.append("--no-compress")
     if not _has(args, "-lineinfo", "--generate-line-info", "-G", "--device-debug"):
         added.append("-lineinfo")
+    if not _has(args, "-g", "--debug"):
+        added.append("-g")  # host line tables: the report's native frames
     if stand_in is not None and not _has(args, *_NO_LINK):
         added.append(f"-L{stand_in}")
         toolkit_lib = nvcc.resolve().parent.parent / "lib"

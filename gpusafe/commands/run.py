@@ -195,7 +195,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         device, device_name, note = choose_device(args.device)
         if not command.python and device != "cpu":
             return tool_error(PROG, f"{argv[0]} is a native program: gpusafe checks native "
-                                    "programs on the CPU device only today (--device cpu). "
+                                    "programs on the CPU device only today (--device cpu); "
+                                    "on a GPU, NVIDIA's runtime loads kernels through the "
+                                    "driver's private interface, which gpusafe cannot see. "
                                     "Nothing was run.")
         stand_in = stand_in_driver(command) if device == "cpu" else None
     except LaunchError as e:
@@ -215,7 +217,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))
     try:
         try:
-            env = child_environment(session_dir, options.__dict__, stand_in)
+            env = child_environment(session_dir, options.__dict__, stand_in,
+                                    preload=not command.python)
             status = run_program(command, env)
         except LaunchError as e:
             return tool_error(PROG, str(e))

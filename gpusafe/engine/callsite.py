@@ -24,6 +24,7 @@ import linecache
 import os
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 from types import CodeType, FrameType
 
@@ -92,6 +93,14 @@ class CallSite:
 
 _depth = DEFAULT_STACK_DEPTH
 _kinds: dict[CodeType, tuple[int, str]] = {}
+_native: Callable[[int], CallSite | None] | None = None
+
+
+def set_native_sites(provider: Callable[[int], CallSite | None] | None) -> None:
+    """Where a call with no Python frame of the program came from: a native
+    program's frames (the native door's ``provider(depth)``)."""
+    global _native
+    _native = provider
 
 
 def configure(depth: int) -> None:
@@ -138,6 +147,10 @@ def program_site(skip: int = 1, depth: int | None = None) -> CallSite | None:
         if depth == 0:
             return CallSite((raw[top],), 0, recorded=False, cwd=os.getcwd())
         return CallSite(tuple(raw), top, cwd=os.getcwd())
+    if _native is not None:
+        native = _native(depth)
+        if native is not None:
+            return native
     if library is not None:
         return CallSite((library,), 0, recorded=depth > 0, cwd=os.getcwd())
     return None

@@ -14,8 +14,9 @@ import sys
 from typing import Any
 
 from ..doors.wrappers import NOT_IMPLEMENTED
+from ..engine import callsite
 from ..process import session as _session
-from . import libraries
+from . import libraries, symbolize
 from .calls import BY_SYMBOL, CALLS, NEWER_ABI, NOT_SUPPORTED, NotServed
 from .table import rows
 
@@ -24,6 +25,8 @@ UNKNOWN = 999
 
 _reported: set[str] = set()
 _SERVED = {**CALLS, **libraries.CALLS}
+if symbolize.native_program():
+    callsite.set_native_sites(symbolize.provider())  # its frames name its sites
 
 
 def current_session() -> _session.Session | None:
@@ -37,7 +40,9 @@ def not_served(label: str, session: _session.Session, why: str | None = None) ->
     """The program called what the CPU device does not serve (a function, or
     ``why``: a form of one, naming how to avoid it): it is one of the
     report's calls not implemented, so the run exits 2."""
-    session.findings.unimplemented(label, NATIVE_SITE, why or NOT_IMPLEMENTED)
+    site = callsite.program_site()
+    session.findings.unimplemented(label, str(site) if site else NATIVE_SITE,
+                                   why or NOT_IMPLEMENTED)
     if (why or label) not in _reported:  # the findings file, once per function or form
         _reported.add(why or label)
         session.flush()
@@ -45,8 +50,8 @@ def not_served(label: str, session: _session.Session, why: str | None = None) ->
 
 
 NATIVE_SITE = "(native code)"
-"""The call site an unserved native call is listed at (its native frames are
-not symbolized yet)."""
+"""The call site an unserved native call is listed at when the program's
+frames carry no line information (built without ``-g``)."""
 
 
 def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:

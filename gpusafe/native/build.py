@@ -25,8 +25,10 @@ HERE = Path(__file__).resolve().parent
 SHIM = HERE / "shim.c"
 RUNTIME_SHIM = HERE / "runtime_shim.c"
 RUNTIME_NAMES = HERE / "runtime_api.txt"
+PRELOAD_SHIM = HERE / "preload.c"
 LIBRARY = "libcuda.so.1"
 RUNTIME = "libcudart.so.13"
+PRELOAD = "libgpusafe_preload.so"
 CFLAGS = ["-shared", "-fPIC", "-O0", "-fvisibility=default", f"-Wl,-soname,{LIBRARY}"]
 """-O0: the stubs only marshal arguments, and it halves the build time."""
 
@@ -83,6 +85,19 @@ def runtime_source() -> str:
     return text + "".join(stubs)
 
 
+def preload_source() -> str:
+    """preload.c and the names it routes to the checked driver: every
+    function the stand-in serves (the rest go to the real driver), less
+    ``cuGetExportTable``, the real runtime's private way to its driver."""
+    from . import calls, libraries
+
+    served = sorted((set(calls.CALLS) | set(libraries.CALLS) | {"cuGetProcAddress"})
+                    - {"cuGetExportTable"})
+    names = "".join(f'    "{name}",\n' for name in served)
+    return (PRELOAD_SHIM.read_text() + "const char *const gs_wrapped[] = {\n" + names + "};\n"
+            f"const int gs_wrapped_size = {len(served)};\n")
+
+
 def _python_link_flags() -> list[str]:
     libdir = sysconfig.get_config_var("LIBDIR")
     version = sysconfig.get_config_var("LDVERSION") or sysconfig.get_python_version()
@@ -104,10 +119,11 @@ def library_dir() -> Path:
     try:
         text = source()
         runtime = runtime_source()
+        preload = preload_source()
     except OSError as e:  # an installation without the package's data files
         raise BuildError(f"the stand-in CUDA driver's sources are missing: {e}") from None
-    key = hashlib.sha256("\0".join([text, runtime, *CFLAGS, *flags, sys.version]).encode()
-                         ).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([text, runtime, preload, *CFLAGS, *flags, sys.version])
+                         .encode()).hexdigest()[:16]
     folder = _cache_root() / key
     if (folder / LIBRARY).is_file():
         return folder
@@ -135,6 +151,13 @@ def library_dir() -> Path:
         if done.returncode != 0:
             raise BuildError("building the stand-in CUDA runtime failed:\n" + done.stderr[-4000:])
         (work / "libcudart.so").symlink_to(RUNTIME)  # what `nvcc -cudart shared` links
+        # the LD_PRELOAD door: no libpython, it only routes
+        (work / "preload.c").write_text(preload)
+        cmd = [compiler, "-shared", "-fPIC", "-O0", "-o", str(work / PRELOAD),
+               str(work / "preload.c"), "-ldl", "-lpthread"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildError("building the preload library failed:\n" + done.stderr[-4000:])
         try:
             os.replace(work, folder)  # atomic: a concurrent build wins or loses whole
         except OSError:

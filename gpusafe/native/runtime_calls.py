@@ -16,13 +16,12 @@ from typing import Any
 from cuda.bindings import driver as D
 from cuda.bindings import runtime as R
 
-from . import adapter
+from . import adapter, fatbin
 from .calls import NotServed
 
 _WRAPPER_MAGIC = 0x466243B1
 _FATBIN_MAGIC = 0xBA55ED50
 _PTX = 1
-_COMPRESSED = 0x2000 | 0x8000  # the fatbinary entry flags of LZ4 and ZSTD compression
 
 INVALID_DEVICE_FUNCTION = 98
 INITIALIZATION_ERROR = 3
@@ -49,22 +48,27 @@ def fatbin_ptx(wrapper: int, what: str) -> bytes:
         raise NotServed(f"{what} cannot be used: its fatbinary has an unknown format")
     header = ctypes.c_uint16.from_address(data + 6).value
     end = data + header + _u64(data + 8)
-    entry, best, compressed = data + header, None, False
+    entry, best = data + header, None
     while entry < end:
         kind = ctypes.c_uint16.from_address(entry).value
         size_of_header, size = _u32(entry + 4), _u64(entry + 8)
-        if kind == _PTX:
-            if _u64(entry + 40) & _COMPRESSED:
-                compressed = True
-            elif best is None or _u32(entry + 28) > best[0]:
-                best = (_u32(entry + 28), entry + size_of_header, size)
+        if kind == _PTX and (best is None or _u32(entry + 28) > _u32(best)):
+            best = entry
         entry += size_of_header + size
     if best is None:
-        how = ("compressed; build with `nvcc --no-compress`" if compressed else
-               "missing; build with `-arch=sm_XX` or a `-gencode` with `code=compute_XX`")
-        raise NotServed(f"{what} cannot be used on the CPU device: its PTX in the "
-                        f"program's fatbinary is {how}")
-    return ctypes.string_at(best[1], best[2]).split(b"\0", 1)[0] + b"\0"
+        raise NotServed(f"{what} cannot be used on the CPU device: its PTX in the program's "
+                        "fatbinary is missing; build with `-arch=sm_XX` or a `-gencode` with "
+                        "`code=compute_XX`")
+    flags, payload = _u64(best + 40), best + _u32(best + 4)
+    if not flags & fatbin.COMPRESSED:
+        return ctypes.string_at(payload, _u64(best + 8)).split(b"\0", 1)[0] + b"\0"
+    try:  # compressed (nvcc's default): the sizes are in the entry's header
+        text = fatbin.decompress(flags, ctypes.string_at(payload, _u32(best + 16)),
+                                 _u64(best + 56))
+    except fatbin.DecompressError as e:
+        raise NotServed(f"{what} cannot be used on the CPU device: its PTX in the program's "
+                        f"fatbinary cannot be decompressed: {e}") from None
+    return text.split(b"\0", 1)[0] + b"\0"
 
 
 def _module(wrapper: int, what: str) -> int:

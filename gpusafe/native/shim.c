@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +50,33 @@ typedef struct {
 static PyObject *gs_dispatch_fn;
 static PyObject *gs_finish_fn;
 static int gs_embedded;
+
+/* The program's return addresses at its outermost driver or runtime call on
+ * this thread, for the report's host stack: taken at the call (a shallow
+ * walk: the program's frames and two of ours), read by Python through
+ * gpusafe_native_frames while that call is in progress.  Taking them only
+ * when Python asks was measured and rejected: the walk then crosses the
+ * interpreter's frames, about 15x the cost of an allocation. */
+#define GS_MAX_FRAMES 48
+static __thread void *gs_frames[GS_MAX_FRAMES];
+static __thread int gs_nframes;
+static __thread int gs_depth;
+
+int gpusafe_native_frames(void **out, int max) {
+    if (gs_depth == 0)
+        return 0;
+    int n = gs_nframes < max ? gs_nframes : max;
+    memcpy(out, gs_frames, (size_t)n * sizeof(void *));
+    return n;
+}
+
+/* Entering a call from the program: its stack is taken once, at the
+ * outermost call (a runtime call that makes driver calls keeps its own). */
+static inline void gs_enter(void) {
+    if (gs_depth++ == 0)
+        gs_nframes = backtrace(gs_frames, GS_MAX_FRAMES);
+}
+
 static int gs_failed;
 static pthread_once_t gs_once = PTHREAD_ONCE_INIT;
 
@@ -139,8 +167,10 @@ static CUresult gs_call(int fn, int n, const gs_arg *a) {
                                          : PyLong_FromUnsignedLongLong(a[i].v.u);
         PyTuple_SET_ITEM(args, i, v);
     }
+    gs_enter();
     PyObject *result = args ? PyObject_CallFunction(gs_dispatch_fn, "iiO", fn, n >= 0, args)
                             : NULL;
+    gs_depth--;
     Py_XDECREF(args);
     if (result) {
         rc = (CUresult)PyLong_AsLong(result);
@@ -183,7 +213,9 @@ long long gpusafe_call_runtime(const char *name, int n, const gs_arg *a) {
     for (int i = 0; args && i < n; i++)
         PyTuple_SET_ITEM(args, i, a[i].kind == 'i' ? PyLong_FromLongLong(a[i].v.i)
                                                    : PyLong_FromUnsignedLongLong(a[i].v.u));
+    gs_enter();
     PyObject *result = args ? PyObject_CallFunction(gs_runtime_fn, "sO", name, args) : NULL;
+    gs_depth--;
     Py_XDECREF(args);
     if (result) {
         rc = PyLong_AsLongLong(result);

@@ -112,12 +112,19 @@ def choose_device(requested: str) -> tuple[str, str, str]:
 
 
 def child_environment(session_dir: Path, options: dict,
-                      stand_in: Path | None = None) -> dict[str, str]:
+                      stand_in: Path | None = None, preload: bool = False) -> dict[str, str]:
     """The program's environment with gpusafe in it; ``stand_in``: the folder
     of the stand-in ``libcuda.so.1``, found first by the dynamic loader, and
     the interpreter it starts in a native program (this one, with its
-    packages)."""
+    packages).  ``preload``: the LD_PRELOAD door too, which routes a
+    ``dlopen`` of the driver by any path, and ``cuGetProcAddress``, to it."""
     env = dict(os.environ)
+    if stand_in is not None and preload:
+        from ..native.build import LIBRARY, PRELOAD
+
+        env["LD_PRELOAD"] = " ".join([str(stand_in / PRELOAD)]
+                                     + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+        env["GPUSAFE_CHECKED_DRIVER"] = str(stand_in / LIBRARY)
     if stand_in is not None:
         paths = [str(stand_in)] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH")
                                    else [])

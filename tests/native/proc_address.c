@@ -1,9 +1,13 @@
 /* Driver entry points resolved the way the CUDA runtime resolves them: the
- * library opened with dlopen, every function through cuGetProcAddress_v2. */
+ * library opened with dlopen, every function through cuGetProcAddress_v2.
+ * argv[1]: the driver to dlopen (default libcuda.so.1); argv[2] "real": also
+ * resolve functions gpusafe does not check (cuDeviceGetLuid,
+ * cuGetExportTable), which the LD_PRELOAD door passes to the real driver. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
                                CUdriverProcAddressQueryResult *);
@@ -21,8 +25,8 @@ static void *resolve(const char *name) {
     return fn;
 }
 
-int main(void) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+int main(int argc, char **argv) {
+    void *lib = dlopen(argc > 1 ? argv[1] : "libcuda.so.1", RTLD_NOW);
     if (!lib) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 6;
@@ -62,5 +66,16 @@ int main(void) {
     CUresult over = copy_dtoh(host, buf, sizeof host + 4);
     mem_free(buf);
     printf("resolved through cuGetProcAddress; overlong copy: %d\n", (int)over);
+    if (argc > 2 && strcmp(argv[2], "real") == 0) {
+        CUresult (*luid)(char *, unsigned int *, CUdevice) = resolve("cuDeviceGetLuid");
+        CUresult (*export_table)(const void **, const CUuuid *) = resolve("cuGetExportTable");
+        char id[9] = {0};
+        unsigned int mask = 0;
+        const void *table = NULL;
+        CUuuid uuid = {{0}};
+        CUresult a = luid(id, &mask, dev), b = export_table(&table, &uuid);
+        printf("real driver: luid %d %s %u, export table %d %s\n", (int)a, id, mask, (int)b,
+               table ? (const char *)table : "-");
+    }
     return 0;
 }
