@@ -471,3 +471,67 @@ def test_texture_objects_give_back_their_descriptors(dev: Device) -> None:
     assert td.filterMode == real_driver.CUfilter_mode.CU_TR_FILTER_MODE_LINEAR
     ok(dev.drv.cuTexObjectDestroy(tex))
     assert dev.drv.cuTexObjectDestroy(tex)[0] == R.CUDA_ERROR_INVALID_VALUE
+
+
+def test_the_driver_door_judges_both_pointer_sides_of_a_2d_copy() -> None:
+    from gpusafe.doors.python_driver import _COPIES
+
+    ranges, synchronous = _COPIES["cuMemcpy2D"]
+    p = real_driver.CUDA_MEMCPY2D()
+    p.srcMemoryType = real_driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    p.srcDevice, p.srcPitch, p.srcXInBytes, p.srcY = 0x1000, 64, 8, 2
+    p.dstMemoryType = real_driver.CUmemorytype.CU_MEMORYTYPE_ARRAY
+    p.WidthInBytes, p.Height = 16, 3
+    assert synchronous and ranges(p) == [(0x1000 + 8 + 2 * 64, 2 * 64 + 16)]
+    p.dstMemoryType = real_driver.CUmemorytype.CU_MEMORYTYPE_HOST
+    p.dstHost, p.dstPitch = 0x9000, 0
+    assert ranges(p)[1] == (0x9000, 2 * 16 + 16)  # pitch 0: rows back to back
+    p3 = real_driver.CUDA_MEMCPY3D()
+    p3.srcMemoryType = real_driver.CUmemorytype.CU_MEMORYTYPE_UNIFIED
+    p3.srcDevice, p3.srcPitch, p3.srcHeight, p3.srcZ = 0x2000, 32, 4, 1
+    p3.WidthInBytes, p3.Height, p3.Depth = 32, 4, 2
+    assert _COPIES["cuMemcpy3D"][0](p3) == [(0x2000 + 128, 128 + 3 * 32 + 32)]
+
+
+QUERIES = """.version 8.0
+.target sm_75
+.address_size 64
+.visible .entry queries(.param .u64 out, .param .u64 tex, .param .u64 surf)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [tex];
+    ld.param.u64 %rd3, [surf];
+    txq.width.b32 %r1, [%rd2];
+    txq.height.b32 %r2, [%rd2];
+    txq.array_size.b32 %r3, [%rd2];
+    txq.normalized_coords.b32 %r4, [%rd2];
+    txq.addr_mode_0.b32 %r5, [%rd2];
+    suq.width.b32 %r6, [%rd3];
+    suq.height.b32 %r7, [%rd3];
+    st.global.v4.u32 [%rd1], {%r1, %r2, %r3, %r4};
+    st.global.v2.u32 [%rd1+16], {%r5, %r6};
+    st.global.u32 [%rd1+24], %r7;
+    ret;
+}
+"""
+
+
+def test_txq_and_suq_answer_the_objects_sizes_and_modes(ptx: str) -> None:
+    dev = Device(ptx)
+    arr = dev.array(np.zeros((3, 2, 5), np.float32), F.CU_AD_FORMAT_FLOAT,
+                    flags=real_driver.CUDA_ARRAY3D_LAYERED | real_driver.CUDA_ARRAY3D_SURFACE_LDST,
+                    shape=(5, 2, 3))
+    tex = ok(dev.texture(arr, (AM.CU_TR_ADDRESS_MODE_BORDER,) * 3, normalized=True))
+    res = real_driver.CUDA_RESOURCE_DESC()
+    res.resType = real_driver.CUresourcetype.CU_RESOURCE_TYPE_ARRAY
+    res.res.array.hArray = arr
+    surf = ok(dev.drv.cuSurfObjectCreate(res))
+    module = ok(dev.drv.cuModuleLoadData(QUERIES.encode()))
+    fn = ok(dev.drv.cuModuleGetFunction(module, b"queries"))
+    out = ok(dev.drv.cuMemAlloc(28))
+    args = ((int(out), int(tex), int(surf)), (ctypes.c_uint64,) * 3)
+    assert dev.drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, args, 0) == (OK,)
+    assert dev.download(int(out), 7, np.uint32).tolist() == [
+        5, 2, 3, 1, int(AM.CU_TR_ADDRESS_MODE_BORDER), 5, 2]

@@ -93,3 +93,19 @@ def test_the_same_store_with_zero_mode_is_dropped_as_the_hardware_does(tmp_path:
     rc, doc, out = gpusafe_run(tmp_path, "python", app.name)
     assert rc == 1 and "simpleSurfaceWrite FAILED" in out, out
     assert doc.get("faults", []) == [] and doc["violations"] == []
+
+
+def test_a_2d_copy_out_of_an_array_past_its_device_buffer_is_refused_and_reported(
+        tmp_path: Path) -> None:
+    copy = ("h_array, width * 4, cuArray, 0, 0, width * 4, height,\n"
+            "        runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost)")
+    past = ("d_input + 4, width * 4, cuArray, 0, 0, width * 4, height,\n"
+            "        runtime.cudaMemcpyKind.cudaMemcpyDeviceToDevice)")
+    app = install(tmp_path, "simple_surface_write", [(copy, past)])
+    rc, doc, out = gpusafe_run(tmp_path, "python", app.name)
+    assert rc == 86, out
+    (v,) = doc["violations"]
+    assert v["kind"] == "api-out-of-bounds" and v["size"] == 48 * 40 * 4, v
+    assert v["location"]["line"] == line_of(app, "runtime.cudaMemcpy2DFromArray(")
+    assert v["allocation"]["allocated_at"] == \
+        f"{app.name}:{line_of(app, 'd_input = checkCudaErrors(runtime.cudaMalloc(size))')}"

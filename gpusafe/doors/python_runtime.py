@@ -88,6 +88,20 @@ class RuntimeDoor(ApiWrappers):
             # cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind[, stream])
             "cudaMemcpy2D": (copy2d, True),
             "cudaMemcpy2DAsync": (copy2d, False),
+            # cudaMemcpy2DToArray(dst, wOffset, hOffset, src, spitch, width, height, kind[, st])
+            "cudaMemcpy2DToArray": (
+                lambda a, wo, ho, src, sp, wd, h, k: sides(None, 0, src, _extent(sp, wd, h), k),
+                True),
+            "cudaMemcpy2DToArrayAsync": (
+                lambda a, wo, ho, src, sp, wd, h, k, st: sides(None, 0, src, _extent(sp, wd, h),
+                                                               k), False),
+            # cudaMemcpy2DFromArray(dst, dpitch, src, wOffset, hOffset, width, height, kind[, st])
+            "cudaMemcpy2DFromArray": (
+                lambda d, dp, a, wo, ho, wd, h, k: sides(d, _extent(dp, wd, h), None, 0, k),
+                True),
+            "cudaMemcpy2DFromArrayAsync": (
+                lambda d, dp, a, wo, ho, wd, h, k, st: sides(d, _extent(dp, wd, h), None, 0, k),
+                False),
             # cudaMemset(devPtr, value, count[, stream])
             "cudaMemset": (lambda p, v, n: [(address(p), size(n))], True),
             "cudaMemsetAsync": (lambda p, v, n, st: [(address(p), size(n))], False),
