@@ -72,6 +72,10 @@ extern "C" __global__ void surface_write(cudaSurfaceObject_t s, const int *xs, i
         else surf1Dwrite<int>(100 + i, s, xs[i] * 4, cudaBoundaryModeZero);
     }
 }
+extern "C" __global__ void surface_cube(cudaSurfaceObject_t s) {
+    int x = threadIdx.x, face = blockIdx.x;
+    surfCubemapwrite<int>(face * 10 + x, s, x * 4, 1, face);
+}
 extern "C" __global__ void surface_byte(cudaSurfaceObject_t s, int x) {
     surf1Dwrite<int>(7, s, x, cudaBoundaryModeTrap);
 }
@@ -388,6 +392,23 @@ def test_a_surface_store_outside_with_trap_faults_the_context(dev: Device) -> No
     assert "textures.cu:" in detail  # the kernel's line, behind the header's surf1Dwrite
     out = np.zeros(3, dtype=np.int32)  # a trap is sticky, as on a GPU
     assert dev.drv.cuMemcpyAtoH(out, arr, 0, out.nbytes) == (R.CUDA_ERROR_LAUNCH_FAILED,)
+
+
+def test_a_cubemap_surface_is_written_face_by_face(dev: Device) -> None:
+    flags = real_driver.CUDA_ARRAY3D_CUBEMAP | real_driver.CUDA_ARRAY3D_SURFACE_LDST
+    arr = dev.array(np.zeros((6, 2, 2), np.int32), F.CU_AD_FORMAT_SIGNED_INT32, flags=flags,
+                    shape=(2, 2, 6))
+    res = real_driver.CUDA_RESOURCE_DESC()
+    res.resType = real_driver.CUresourcetype.CU_RESOURCE_TYPE_ARRAY
+    res.res.array.hArray = arr
+    surf = ok(dev.drv.cuSurfObjectCreate(res))
+    fn = ok(dev.drv.cuModuleGetFunction(dev.module, b"surface_cube"))
+    assert dev.drv.cuLaunchKernel(fn, 6, 1, 1, 2, 1, 1, 0, 0,
+                                  ((int(surf),), (ctypes.c_uint64,)), 0) == (OK,)
+    got = np.zeros(24, dtype=np.int32)
+    ok(dev.drv.cuMemcpyAtoH(got, arr, 0, got.nbytes))
+    assert got.reshape(6, 2, 2)[:, 1, :].tolist() == [[f * 10, f * 10 + 1] for f in range(6)]
+    assert (got.reshape(6, 2, 2)[:, 0, :] == 0).all()
 
 
 def test_a_surface_store_off_its_element_size_is_misaligned(dev: Device) -> None:

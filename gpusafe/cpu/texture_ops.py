@@ -344,7 +344,7 @@ def _surface_index(fr: Frame, instr: nodes.Instruction, surf: SurfaceObject, geo
     arr = surf.array
     if arr.cubemap and geometry != "a2d":
         raise _unsupported(fr, instr, f".{geometry} access to a cubemap surface")
-    if arr.layered != (geometry in _LAYERED):
+    if (arr.layered or arr.cubemap) != (geometry in _LAYERED):  # a cubemap's faces are layers
         raise _unsupported(fr, instr, f".{geometry} access to a "
                            f"{'layered' if arr.layered else 'non-layered'} surface")
     slices, rows = arr.texels.shape[:2]
