@@ -463,6 +463,29 @@ def test_2d_copies_move_pitched_rows_between_host_array_and_device(dev: Device) 
     assert (cd.x, cd.y, cd.f) == (32, 0, RT.cudaChannelFormatKind.cudaChannelFormatKindFloat)
 
 
+def test_1d_array_copies_run_through_the_rows(dev: Device) -> None:
+    rt, K = dev.rt, RT.cudaMemcpyKind
+    desc = ok(rt.cudaCreateChannelDesc(16, 16, 0, 0,
+                                       RT.cudaChannelFormatKind.cudaChannelFormatKindSigned))
+    a = ok(rt.cudaMallocArray(desc, 4, 3, 0))  # rows of 16 bytes
+    b = ok(rt.cudaMallocArray(desc, 4, 3, 0))
+    data = np.arange(12, dtype=np.uint8) + 1
+    done = (RT.cudaError_t.cudaSuccess,)
+    assert rt.cudaMemcpyToArray(a, 8, 1, data, 12, K.cudaMemcpyHostToDevice) == done
+    assert rt.cudaMemcpyArrayToArray(b, 0, 0, a, 0, 0, 48, K.cudaMemcpyDeviceToDevice) == done
+    d = ok(rt.cudaMalloc(48))
+    assert rt.cudaMemcpyFromArray(d, b, 0, 0, 48, K.cudaMemcpyDefault) == done
+    back = np.zeros(48, dtype=np.uint8)
+    ok(dev.drv.cuMemcpyDtoH(back, d, 48))
+    want = np.zeros(48, dtype=np.uint8)
+    want[24:36] = data  # row 1, byte 8, running into row 2
+    assert np.array_equal(back, want)
+    assert rt.cudaMemcpyToArray(a, 8, 2, data, 12, K.cudaMemcpyHostToDevice)[0] == \
+        RT.cudaError_t.cudaErrorInvalidValue  # past the array's 48 bytes
+    assert rt.cudaMemcpyToArray(a, 0, 0, data, 4, K.cudaMemcpyDeviceToHost)[0] == \
+        RT.cudaError_t.cudaErrorInvalidMemcpyDirection
+
+
 def test_channel_descriptors_must_name_one_format(dev: Device) -> None:
     bad = ok(dev.rt.cudaCreateChannelDesc(8, 16, 0, 0,
                                           RT.cudaChannelFormatKind.cudaChannelFormatKindUnsigned))

@@ -372,6 +372,9 @@ _COPIES: dict[str, tuple[Ranges, bool]] = {
     "cuMemsetD8Async": (_dst(2, 1), False),
     "cuMemsetD16Async": (_dst(2, 2), False),
     "cuMemsetD32Async": (_dst(2, 4), False),
+    # 1D copies between an array and device memory: the device side
+    "cuMemcpyDtoA": (lambda *a: [(_ptr(a[2]), size(a[3]))], True),
+    "cuMemcpyAtoD": (lambda *a: [(_ptr(a[0]), size(a[3]))], True),
     # 2D and 3D copies (CUDA_MEMCPY2D/3D): their host and device sides
     "cuMemcpy2D": (lambda p: _pitched(p, 1), True),
     "cuMemcpy2DUnaligned": (lambda p: _pitched(p, 1), True),

@@ -1,6 +1,7 @@
 """CUDA arrays and the copies that reach them (``cuArrayCreate``,
 ``cuArray3DCreate``, ``cuArrayDestroy``, ``cuArray[3D]GetDescriptor``,
-``cuMemcpy2D*``, ``cuMemcpy3D*``, ``cuMemcpyHtoA``, ``cuMemcpyAtoH``).
+``cuMemcpy2D*``, ``cuMemcpy3D*``, and the 1D copies ``cuMemcpy{HtoA,AtoH,DtoA,AtoD,AtoA}``,
+whose offset and count run through the array's bytes row after row).
 
 An array is a :class:`~gpusafe.cpu.texture_objects.CudaArray` behind a
 driver handle: 1D, 2D, 3D, layered (``CUDA_ARRAY3D_LAYERED``) and cubemap
@@ -310,26 +311,76 @@ class ArrayCalls(DriverBase):
                        f"{what}: {n} bytes at offset {offset} exceed the array's {flat.size}")
         return flat[offset:offset + n]
 
+    def _host_bytes(self, buffer: Any, n: int, what: str) -> np.ndarray:
+        hp = _args.host_pointer(buffer)
+        if hp.address == 0 or (hp.nbytes is not None and hp.nbytes < n):
+            raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"{what}: the host buffer holds "
+                                                   f"{hp.nbytes} bytes, ByteCount is {n}")
+        return _args.host_view(hp.address, n)
+
+    def _device_bytes(self, dptr: Any, n: int, what: str) -> np.ndarray:
+        address = int(_args.handle_value(dptr, CUdeviceptr))
+        try:
+            return self._memory.view(address, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what} ({n} bytes at {address:#x})") from None
+
+    def _flat_copy(self, n_arg: Any, hs: Any, dst: Any, src: Any) -> None:
+        """A 1D copy of ``ByteCount`` bytes: ``dst`` and ``src`` turn the
+        count into the byte views of each side (an array's bytes run row
+        after row, slice after slice)."""
+        n = _args.c_int(n_arg, "size_t", "ByteCount")
+        ctx = self._current()
+        self._stream(_args.handle_value(hs, CUstream), ctx)
+        if n:
+            target = dst(n)
+            target[:] = src(n).copy()
+
+    def _array_side(self, hArray: Any, offset: Any, what: str) -> Any:
+        off = _args.c_int(offset, "size_t", "offset")
+        return lambda n: self._array_bytes(hArray, off, n, what)
+
     @api(0)
     def cuMemcpyHtoA(self, dstArray: Any, dstOffset: Any, srcHost: Any, ByteCount: Any) -> None:
-        off = _args.c_int(dstOffset, "size_t", "dstOffset")
-        n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        self._current()
-        target = self._array_bytes(dstArray, off, n, "cuMemcpyHtoA")
-        hp = _args.host_pointer(srcHost)
-        if n and (hp.address == 0 or (hp.nbytes is not None and hp.nbytes < n)):
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cuMemcpyHtoA: the host buffer is too small")
-        if n:
-            target[:] = _args.host_view(hp.address, n)
+        self._flat_copy(ByteCount, None,
+                        self._array_side(dstArray, dstOffset, "cuMemcpyHtoA"),
+                        lambda n: self._host_bytes(srcHost, n, "cuMemcpyHtoA"))
+
+    @api(0)
+    def cuMemcpyHtoAAsync(self, dstArray: Any, dstOffset: Any, srcHost: Any, ByteCount: Any,
+                          hStream: Any) -> None:
+        self._flat_copy(ByteCount, hStream,
+                        self._array_side(dstArray, dstOffset, "cuMemcpyHtoAAsync"),
+                        lambda n: self._host_bytes(srcHost, n, "cuMemcpyHtoAAsync"))
 
     @api(0)
     def cuMemcpyAtoH(self, dstHost: Any, srcArray: Any, srcOffset: Any, ByteCount: Any) -> None:
-        off = _args.c_int(srcOffset, "size_t", "srcOffset")
-        n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        self._current()
-        source = self._array_bytes(srcArray, off, n, "cuMemcpyAtoH")
-        hp = _args.host_pointer(dstHost)
-        if n and (hp.address == 0 or (hp.nbytes is not None and hp.nbytes < n)):
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "cuMemcpyAtoH: the host buffer is too small")
-        if n:
-            _args.host_view(hp.address, n)[:] = source
+        self._flat_copy(ByteCount, None,
+                        lambda n: self._host_bytes(dstHost, n, "cuMemcpyAtoH"),
+                        self._array_side(srcArray, srcOffset, "cuMemcpyAtoH"))
+
+    @api(0)
+    def cuMemcpyAtoHAsync(self, dstHost: Any, srcArray: Any, srcOffset: Any, ByteCount: Any,
+                          hStream: Any) -> None:
+        self._flat_copy(ByteCount, hStream,
+                        lambda n: self._host_bytes(dstHost, n, "cuMemcpyAtoHAsync"),
+                        self._array_side(srcArray, srcOffset, "cuMemcpyAtoHAsync"))
+
+    @api(0)
+    def cuMemcpyDtoA(self, dstArray: Any, dstOffset: Any, srcDevice: Any, ByteCount: Any) -> None:
+        self._flat_copy(ByteCount, None,
+                        self._array_side(dstArray, dstOffset, "cuMemcpyDtoA"),
+                        lambda n: self._device_bytes(srcDevice, n, "cuMemcpyDtoA"))
+
+    @api(0)
+    def cuMemcpyAtoD(self, dstDevice: Any, srcArray: Any, srcOffset: Any, ByteCount: Any) -> None:
+        self._flat_copy(ByteCount, None,
+                        lambda n: self._device_bytes(dstDevice, n, "cuMemcpyAtoD"),
+                        self._array_side(srcArray, srcOffset, "cuMemcpyAtoD"))
+
+    @api(0)
+    def cuMemcpyAtoA(self, dstArray: Any, dstOffset: Any, srcArray: Any, srcOffset: Any,
+                     ByteCount: Any) -> None:
+        self._flat_copy(ByteCount, None,
+                        self._array_side(dstArray, dstOffset, "cuMemcpyAtoA"),
+                        self._array_side(srcArray, srcOffset, "cuMemcpyAtoA"))

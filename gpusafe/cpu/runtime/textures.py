@@ -1,7 +1,9 @@
 """CUDA arrays, 2D/3D copies, texture and surface objects of the runtime
 (``cudaCreateChannelDesc``, ``cudaGetChannelDesc``, ``cudaMallocArray``,
 ``cudaMalloc3DArray``, ``cudaFreeArray``, ``cudaArrayGetInfo``,
-``cudaMemcpy2D*``, ``cudaMemcpy3D*``, ``cudaCreateTextureObject``,
+``cudaMemcpy2D*``, ``cudaMemcpy3D*``, the deprecated 1D array copies
+``cudaMemcpy{To,From}Array*`` and ``cudaMemcpy[2D]ArrayToArray``,
+``cudaCreateTextureObject``,
 ``cudaCreateSurfaceObject``, ...), over the driver's
 (:mod:`gpusafe.cpu.driver.arrays`, :mod:`gpusafe.cpu.driver.textures`).
 
@@ -266,15 +268,8 @@ class TextureCalls(RuntimeBase):
         s_kind, d_kind = self._sides(parms.kind)
         self._ensure_context()
         src_arr, dst_arr = _array_arg(parms.srcArray), _array_arg(parms.dstArray)
-        elem = 1  # extent and positions count elements where an array takes part
-        for arr in (src_arr, dst_arr):
-            if arr:
-                d = check(self.driver.cuArray3DGetDescriptor(CUarray(arr)))
-                fmt, n = d.Format, int(d.NumChannels)
-                elem = {"HALF": 2, "FLOAT": 4}.get(fmt.name.removeprefix("CU_AD_FORMAT_"), 0) \
-                    or int(fmt.name.rsplit("INT", 1)[1]) // 8
-                elem *= n
-                break
+        # extent and positions count elements where an array takes part
+        elem = self._element_size(src_arr or dst_arr) if src_arr or dst_arr else 1
         p = CUDA_MEMCPY3D()
         ext = parms.extent
         for side, arr, pos, ptr, kind in (("src", src_arr, parms.srcPos, parms.srcPtr, s_kind),
@@ -296,6 +291,92 @@ class TextureCalls(RuntimeBase):
     @api(0)
     def cudaMemcpy3DAsync(self, p: Any, stream: Any) -> None:
         self._memcpy3d(p, stream)
+
+    def _element_size(self, array: int) -> int:
+        d = check(self.driver.cuArray3DGetDescriptor(CUarray(array)))
+        name = d.Format.name.removeprefix("CU_AD_FORMAT_")
+        bits = {"HALF": 16, "FLOAT": 32}.get(name) or int(name.rsplit("INT", 1)[1])
+        return bits // 8 * int(d.NumChannels)
+
+    def _flat_offset(self, array: Any, wOffset: Any, hOffset: Any) -> tuple[CUarray, int]:
+        """The array and the byte offset of (wOffset bytes, hOffset rows) in it."""
+        h = _array_arg(array)
+        self._ensure_context()
+        w = _args.c_int(wOffset, "size_t", "wOffset")
+        rows = _args.c_int(hOffset, "size_t", "hOffset")
+        d = check(self.driver.cuArray3DGetDescriptor(CUarray(h)))
+        return CUarray(h), rows * int(d.Width) * self._element_size(h) + w
+
+    def _on_device(self, pointer: Any, kind: Any, device_kind: cudaMemcpyKind) -> bool:
+        """Whether the pointer side of a copy to or from an array is device
+        memory: by ``kind``, or by its address for ``cudaMemcpyDefault``."""
+        k = _args.require_enum(kind, cudaMemcpyKind, "kind")
+        if k == _M.cudaMemcpyDefault:
+            return self.driver.memory.find(_args.host_pointer(pointer).address) is not None
+        if k not in (device_kind, _M.cudaMemcpyDeviceToDevice):
+            raise Fail(cudaError_t.cudaErrorInvalidMemcpyDirection)
+        return k == _M.cudaMemcpyDeviceToDevice
+
+    def _to_array_1d(self, dst: Any, wOffset: Any, hOffset: Any, src: Any, count: Any,
+                     kind: Any, stream: Any) -> None:
+        array, off = self._flat_offset(dst, wOffset, hOffset)
+        n = _args.c_int(count, "size_t", "count")
+        if self._on_device(src, kind, _M.cudaMemcpyHostToDevice):
+            check(self.driver.cuMemcpyDtoA(array, off, _args.host_pointer(src).address, n))
+        else:
+            check(self.driver.cuMemcpyHtoAAsync(array, off, src, n, handle(stream)))
+
+    @api(0)
+    def cudaMemcpyToArray(self, dst: Any, wOffset: Any, hOffset: Any, src: Any, count: Any,
+                          kind: Any) -> None:
+        self._to_array_1d(dst, wOffset, hOffset, src, count, kind, 0)
+
+    @api(0)
+    def cudaMemcpyToArrayAsync(self, dst: Any, wOffset: Any, hOffset: Any, src: Any, count: Any,
+                               kind: Any, stream: Any) -> None:
+        self._to_array_1d(dst, wOffset, hOffset, src, count, kind, stream)
+
+    def _from_array_1d(self, dst: Any, src: Any, wOffset: Any, hOffset: Any, count: Any,
+                       kind: Any, stream: Any) -> None:
+        array, off = self._flat_offset(src, wOffset, hOffset)
+        n = _args.c_int(count, "size_t", "count")
+        if self._on_device(dst, kind, _M.cudaMemcpyDeviceToHost):
+            check(self.driver.cuMemcpyAtoD(_args.host_pointer(dst).address, array, off, n))
+        else:
+            check(self.driver.cuMemcpyAtoHAsync(dst, array, off, n, handle(stream)))
+
+    @api(0)
+    def cudaMemcpyFromArray(self, dst: Any, src: Any, wOffset: Any, hOffset: Any, count: Any,
+                            kind: Any) -> None:
+        self._from_array_1d(dst, src, wOffset, hOffset, count, kind, 0)
+
+    @api(0)
+    def cudaMemcpyFromArrayAsync(self, dst: Any, src: Any, wOffset: Any, hOffset: Any,
+                                 count: Any, kind: Any, stream: Any) -> None:
+        self._from_array_1d(dst, src, wOffset, hOffset, count, kind, stream)
+
+    @api(0)
+    def cudaMemcpyArrayToArray(self, dst: Any, wOffsetDst: Any, hOffsetDst: Any, src: Any,
+                               wOffsetSrc: Any, hOffsetSrc: Any, count: Any, kind: Any) -> None:
+        d_arr, d_off = self._flat_offset(dst, wOffsetDst, hOffsetDst)
+        s_arr, s_off = self._flat_offset(src, wOffsetSrc, hOffsetSrc)
+        _args.require_enum(kind, cudaMemcpyKind, "kind")
+        check(self.driver.cuMemcpyAtoA(d_arr, d_off, s_arr, s_off,
+                                       _args.c_int(count, "size_t", "count")))
+
+    @api(0)
+    def cudaMemcpy2DArrayToArray(self, dst: Any, wOffsetDst: Any, hOffsetDst: Any, src: Any,
+                                 wOffsetSrc: Any, hOffsetSrc: Any, width: Any, height: Any,
+                                 kind: Any) -> None:
+        _args.require_enum(kind, cudaMemcpyKind, "kind")
+        p = CUDA_MEMCPY3D()
+        self._array_side(p, "src", src, _args.c_int(wOffsetSrc, "size_t", "wOffsetSrc"),
+                         _args.c_int(hOffsetSrc, "size_t", "hOffsetSrc"))
+        self._array_side(p, "dst", dst, _args.c_int(wOffsetDst, "size_t", "wOffsetDst"),
+                         _args.c_int(hOffsetDst, "size_t", "hOffsetDst"))
+        p.WidthInBytes = _args.c_int(width, "size_t", "width")
+        p.Height, p.Depth = _args.c_int(height, "size_t", "height"), 1
+        self._copy(p, 0)
 
     # -- texture and surface objects -------------------------------------------------------
 
