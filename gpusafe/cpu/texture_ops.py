@@ -15,6 +15,7 @@ integer surfaces, ...) is refused by name, at decode time or at the fetch.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -87,6 +88,23 @@ def _resolve(fr: Frame, instr: nodes.Instruction, handle: int, kind: type, act: 
                              f"with {handle:#x}, which is no live {what} object "
                              f"({fr.describe_lane(lane)})")
     return obj
+
+
+_TEXELS: weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, np.ndarray, bool]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _texels(fr: Frame, tex: TextureObject) -> tuple[np.ndarray, bool]:
+    """The texels a texture reads, converted once per launch: the texture
+    unit's cache is not kept coherent with writes during a launch either
+    (surface or global stores to what a texture reads, in the same launch,
+    are undefined on a GPU), so one snapshot per launch is faithful."""
+    per_launch = _TEXELS.setdefault(fr.launch, {})
+    hit = per_launch.get(id(tex))
+    if hit is None or hit[0] is not tex:
+        values, is_float = ts.texel_values(tex)
+        hit = per_launch[id(tex)] = (tex, values, is_float)
+    return hit[1], hit[2]
 
 
 def _unsupported(fr: Frame, instr: nodes.Instruction, reason: str) -> UnsupportedInstruction:
@@ -173,7 +191,7 @@ def build_tex(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         for h, pos in _lane_groups(hs):
             tex = _resolve(fr, instr, h, TextureObject, act, pos)
             _check_geometry(fr, instr, tex, geometry)
-            values, is_float = ts.texel_values(tex)
+            values, is_float = _texels(fr, tex)
             if is_float != want_float:
                 raise _unsupported(fr, instr, f"a {'float' if is_float else 'integer'} texture "
                                    f"read as .{dtype}")
@@ -223,7 +241,7 @@ def build_tld4(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
         for h, pos in _lane_groups(hs):
             tex = _resolve(fr, instr, h, TextureObject, act, pos)
             _check_geometry(fr, instr, tex, geometry)
-            values, is_float = ts.texel_values(tex)
+            values, is_float = _texels(fr, tex)
             if is_float != (dtype == "f32"):
                 raise _unsupported(fr, instr, f"a {'float' if is_float else 'integer'} texture "
                                    f"gathered as .{dtype}")
