@@ -48,6 +48,16 @@ extern "C" __global__ void layered(float *out, cudaTextureObject_t t, const floa
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = tex2DLayered<float>(t, xs[i], 0.5f, layers[i]);
 }
+extern "C" __global__ void layered1d(float *out, cudaTextureObject_t t, const float *xs,
+                                     const int *layers, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = tex1DLayered<float>(t, xs[i], layers[i]);
+}
+extern "C" __global__ void cube_layered(float *out, cudaTextureObject_t t, const float *xs,
+                                        const float *ys, const float *zs, int layer, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = texCubemapLayered<float>(t, xs[i], ys[i], zs[i], layer);
+}
 extern "C" __global__ void cube(float *out, cudaTextureObject_t t, const float *xs,
                                 const float *ys, const float *zs, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -312,6 +322,53 @@ def test_a_cubemap_fetch_reads_the_face_of_the_major_axis(dev: Device) -> None:
     for value, (_, face, (s, t)) in zip(got, CUBE_TABLE, strict=True):
         u, v = (s + 1) / 2, (t + 1) / 2
         assert value == faces[face, int(v * w), int(u * w)]
+
+
+def test_1d_layered_and_layered_cubemap_textures_pick_layer_then_face(dev: Device) -> None:
+    rows = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]], dtype=np.float32)
+    arr = dev.array(rows[:, None, :], F.CU_AD_FORMAT_FLOAT,
+                    flags=real_driver.CUDA_ARRAY3D_LAYERED, shape=(3, 0, 2))
+    tex = ok(dev.texture(arr))
+    xs = np.array([2.5, 0.5], dtype=np.float32)
+    ls = np.array([1, 0], dtype=np.int32)
+    out = ok(dev.drv.cuMemAlloc(8))
+    assert dev.run("layered1d", 2, out, tex, dev.upload(xs), dev.upload(ls), 2) == (OK,)
+    assert dev.download(int(out), 2, np.float32).tolist() == [30.0, 1.0]
+
+    w = 2
+    faces = (np.arange(12)[:, None, None] * 10 + np.zeros((w, w))).astype(np.float32)
+    flags = real_driver.CUDA_ARRAY3D_CUBEMAP | real_driver.CUDA_ARRAY3D_LAYERED
+    cube = ok(dev.texture(dev.array(faces, F.CU_AD_FORMAT_FLOAT, flags=flags,
+                                    shape=(w, w, 12)), normalized=True))
+    dirs = np.array([d for d, _, _ in CUBE_TABLE], dtype=np.float32)
+    out = ok(dev.drv.cuMemAlloc(24))
+    assert dev.run("cube_layered", 6, out, cube, *(dev.upload(np.ascontiguousarray(dirs[:, k]))
+                                                   for k in range(3)), 1, 6) == (OK,)
+    assert dev.download(int(out), 6, np.float32).tolist() == [60.0 + 10 * f for f in range(6)]
+
+
+def test_a_pitched_2d_texture_reads_device_memory_as_it_is(dev: Device) -> None:
+    rt = dev.rt
+    ptr, pitch = ok(rt.cudaMallocPitch(3 * 4, 2))
+    img = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+    h2d = RT.cudaMemcpyKind.cudaMemcpyHostToDevice
+    assert rt.cudaMemcpy2D(ptr, pitch, img, 12, 12, 2, h2d) == (RT.cudaError_t.cudaSuccess,)
+    res = RT.cudaResourceDesc()
+    res.resType = RT.cudaResourceType.cudaResourceTypePitch2D
+    res.res.pitch2D.devPtr = ptr
+    res.res.pitch2D.desc = ok(rt.cudaCreateChannelDesc(
+        32, 0, 0, 0, RT.cudaChannelFormatKind.cudaChannelFormatKindFloat))
+    res.res.pitch2D.width, res.res.pitch2D.height, res.res.pitch2D.pitchInBytes = 3, 2, pitch
+    td = RT.cudaTextureDesc()
+    td.addressMode = [RT.cudaTextureAddressMode.cudaAddressModeClamp] * 3
+    tex = ok(rt.cudaCreateTextureObject(res, td, None))
+    back = ok(rt.cudaGetTextureObjectResourceDesc(tex))
+    assert (back.resType, back.res.pitch2D.pitchInBytes) == (res.resType, pitch)
+    xs = np.array([2.5, 0.5, 7.0], dtype=np.float32)
+    ys = np.array([1.5, 0.5, 0.2], dtype=np.float32)
+    out = ok(dev.drv.cuMemAlloc(48))
+    assert dev.run("fetch2d", 3, out, tex, dev.upload(xs), dev.upload(ys), 3) == (OK,)
+    assert dev.download(int(out), 12, np.float32).reshape(-1, 4)[:, 0].tolist() == [6, 1, 3]
 
 
 def test_a_cubemap_direction_on_a_tie_is_refused_by_name(dev: Device) -> None:
