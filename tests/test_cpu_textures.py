@@ -236,6 +236,25 @@ def test_linear_filtering_weights_have_eight_fractional_bits(dev: Device) -> Non
     assert got[1] == 85.0  # 1/3 is 85/256, not 85.33
 
 
+# tex1D over the table [1.0, 2.0] (normalized coordinates, linear filtering),
+# as measured on a GPU and posted in https://forums.developer.nvidia.com/t/tex1d-accuracy/6801
+GPU_TEX1D = [(0.0, 1.0), (0.05, 1.0), (0.1, 1.0), (0.15, 1.0), (0.2, 1.0), (0.25, 1.0),
+             (0.3, 1.1015625), (0.35, 1.19921875), (0.4, 1.30078125), (0.45, 1.3984375),
+             (0.5, 1.5), (0.55, 1.6015625), (0.6, 1.69921875), (0.65, 1.80078125),
+             (0.7, 1.8984375), (0.75, 2.0), (0.8, 2.0), (0.85, 2.0), (0.9, 2.0), (0.95, 2.0)]
+
+
+def test_linear_filtering_matches_a_gpus_measured_results(dev: Device) -> None:
+    """The weights round to the nearest 1/256 (truncating would give 1.09765625 at 0.3)."""
+    table = np.array([[1.0, 2.0]], dtype=np.float32)
+    tex = ok(dev.texture(dev.array(table, F.CU_AD_FORMAT_FLOAT, shape=(2, 0, 0)), linear=True,
+                         normalized=True))
+    xs = np.array([k for k, _ in GPU_TEX1D], dtype=np.float32)
+    out = ok(dev.drv.cuMemAlloc(xs.nbytes))
+    assert dev.run("fetch1d", len(xs), out, tex, dev.upload(xs), len(xs)) == (OK,)
+    assert dev.download(int(out), len(xs), np.float32).tolist() == [v for _, v in GPU_TEX1D]
+
+
 def test_bilinear_filtering_of_normalized_8_bit_texels(dev: Device) -> None:
     """Read mode "normalized float": u8 v becomes v/255 before filtering."""
     img = np.array([[0, 255], [51, 102]], dtype=np.uint8)
@@ -559,6 +578,9 @@ def test_what_cannot_be_sampled_exactly_is_refused_at_creation(dev: Device) -> N
     err, _ = dev.texture(ints, linear=True)
     assert err == R.CUDA_ERROR_NOT_SUPPORTED and "linear filtering" in \
         dev.drv.last_error_detail()
+    shorts = dev.array(np.zeros((1, 2), np.uint16), F.CU_AD_FORMAT_UNSIGNED_INT16)
+    err, _ = dev.texture(shorts, linear=True, as_integer=False)
+    assert err == R.CUDA_ERROR_NOT_SUPPORTED and "16-bit" in dev.drv.last_error_detail()
 
 
 def test_texture_objects_give_back_their_descriptors(dev: Device) -> None:

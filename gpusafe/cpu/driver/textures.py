@@ -12,7 +12,7 @@ normalized floats unless ``CU_TRSF_READ_AS_INTEGER`` says otherwise, as the
 driver documents.  What the CPU device cannot sample exactly is
 ``CUDA_ERROR_NOT_SUPPORTED`` naming it: mipmapped arrays, resource views,
 sRGB conversion, seamless cubemap filtering, linear filtering of integer
-texels read as integers.
+texels read as integers or of 16-bit integer texels.
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ class TextureCalls(ArrayCalls):
             raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
                        "linear filtering of integer texels read as integers (the hardware "
                        "result is not documented)")
+        if filt == FILTER_LINEAR and fmt.kind != "f" and fmt.bits == 16:
+            raise Fail(E.CUDA_ERROR_NOT_SUPPORTED,
+                       "linear filtering of 16-bit integer texels (GPUs are reported to round "
+                       "the filtered value in a way the documentation does not give)")
         tex = TextureObject(res, modes, filt, bool(flags & CU_TRSF_NORMALIZED_COORDINATES),
                             read_normalized, tuple(float(c) for c in list(t.borderColor)[:4]),
                             {"array": handle, "flags": flags})
