@@ -658,3 +658,30 @@ def test_txq_and_suq_answer_the_objects_sizes_and_modes(ptx: str) -> None:
     assert dev.drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, args, 0) == (OK,)
     assert dev.download(int(out), 7, np.uint32).tolist() == [
         5, 2, 3, 1, int(AM.CU_TR_ADDRESS_MODE_BORDER), 5, 2]
+
+
+REFERENCE = """.version 8.0
+.target sm_75
+.address_size 64
+.global .texref tex_a;
+.visible .entry by_reference(.param .u64 out)
+{
+    .reg .f32 %f<7>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.f32 %f5, 0f00000000;
+    tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [tex_a, {%f5, %f5}];
+    st.global.f32 [%rd1], %f1;
+    ret;
+}
+"""
+
+
+def test_a_texture_reference_is_refused_by_name_at_the_launch(dev: Device) -> None:
+    module = ok(dev.drv.cuModuleLoadData(REFERENCE.encode()))
+    fn = ok(dev.drv.cuModuleGetFunction(module, b"by_reference"))
+    out = ok(dev.drv.cuMemAlloc(4))
+    err = dev.drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, ((int(out),), (ctypes.c_uint64,)),
+                                 0)
+    assert err == (R.CUDA_ERROR_NOT_SUPPORTED,)
+    assert "texture and surface references (tex_a)" in dev.drv.last_error_detail()

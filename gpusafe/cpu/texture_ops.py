@@ -51,9 +51,10 @@ def _geometry(instr: nodes.Instruction, allowed: frozenset[str] | set[str]) -> s
 
 
 def _object_operand(instr: nodes.Instruction) -> nodes.TextureOperand:
-    (operand,) = [o for o in instr.operands if isinstance(o, nodes.TextureOperand)] or [None]
-    if operand is None:
-        raise DecodeError("no [object, coordinates] operand")
+    found = [o for o in instr.operands if isinstance(o, nodes.TextureOperand)]
+    if len(found) != 1:
+        raise DecodeError("not one [object, coordinates] operand")
+    operand = found[0]
     if isinstance(operand.items[0], nodes.Symbol):
         raise DecodeError(f"texture and surface references ({operand.items[0].name}); "
                           "only texture and surface objects are supported")
@@ -165,9 +166,11 @@ def build_tex(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
     geometry = _geometry(instr, set(_GEOMETRY_AXES))
     if "v4" not in mods:
         raise DecodeError("tex without .v4")
-    dtype, ctype = [m for m in mods if m in ("f32", "s32", "u32", "f16", "f16x2")][-2:]
-    if dtype not in ("f32", "s32", "u32") or ctype not in ("f32", "s32"):
-        raise DecodeError(f"tex .{dtype}.{ctype}")
+    types = [m for m in mods if m in ("f32", "s32", "u32", "f16", "f16x2")]
+    if len(types) != 2 or types[0] not in ("f32", "s32", "u32") \
+            or types[1] not in ("f32", "s32"):
+        raise DecodeError(f"tex .{'.'.join(types)}")
+    dtype, ctype = types
     ops = instr.operands
     if isinstance(ops[0], nodes.PredicatePair) or "|" in str(ops[0]):
         raise DecodeError("sparse texture residency (|p destination)")
@@ -225,7 +228,9 @@ def build_tld4(ctx: DecodeContext, instr: nodes.Instruction) -> Op:
     if component is None:
         raise DecodeError("tld4 without a component (.r, .g, .b, .a)")
     geometry = _geometry(instr, {"2d", "a2d"})
-    dtype = [m for m in mods if m in ("f32", "s32", "u32")][0]
+    dtype = next((m for m in mods if m in ("f32", "s32", "u32")), None)
+    if dtype is None:
+        raise DecodeError("tld4 without a .f32, .s32 or .u32 destination")
     operand = _object_operand(instr)
     if len(operand.items) != 2 or len(instr.operands) != 2:
         raise DecodeError("tld4 with a sampler, offsets or depth compare")
