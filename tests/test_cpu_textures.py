@@ -562,6 +562,37 @@ def test_1d_array_copies_run_through_the_rows(dev: Device) -> None:
         RT.cudaError_t.cudaErrorInvalidMemcpyDirection
 
 
+def test_runtime_objects_and_arrays_describe_themselves(dev: Device) -> None:
+    rt = dev.rt
+    desc = ok(rt.cudaCreateChannelDesc(8, 8, 8, 8,
+                                       RT.cudaChannelFormatKind.cudaChannelFormatKindUnsigned))
+    arr = ok(rt.cudaMalloc3DArray(desc, RT.make_cudaExtent(4, 3, 2),
+                                  RT.cudaArrayLayered | RT.cudaArraySurfaceLoadStore))
+    got, extent, flags = ok(rt.cudaArrayGetInfo(arr))
+    assert (got.x, got.w, got.f) == (8, 8, RT.cudaChannelFormatKind.cudaChannelFormatKindUnsigned)
+    assert (extent.width, extent.height, extent.depth, flags) == (4, 3, 2, 3)
+    res = RT.cudaResourceDesc()
+    res.resType = RT.cudaResourceType.cudaResourceTypeArray
+    res.res.array.array = arr
+    surf = ok(rt.cudaCreateSurfaceObject(res))
+    assert int(ok(rt.cudaGetSurfaceObjectResourceDesc(surf)).res.array.array) == int(arr)
+    td = RT.cudaTextureDesc()
+    td.addressMode = [RT.cudaTextureAddressMode.cudaAddressModeBorder] * 3
+    td.filterMode = RT.cudaTextureFilterMode.cudaFilterModeLinear
+    td.readMode = RT.cudaTextureReadMode.cudaReadModeNormalizedFloat
+    td.normalizedCoords = 1
+    td.borderColor = [0.25, 0.5, 0.75, 1.0]
+    tex = ok(rt.cudaCreateTextureObject(res, td, None))
+    back = ok(rt.cudaGetTextureObjectTextureDesc(tex))
+    assert list(back.addressMode) == list(td.addressMode)
+    assert (back.filterMode, back.readMode, back.normalizedCoords) == (
+        td.filterMode, td.readMode, 1)
+    assert list(back.borderColor) == [0.25, 0.5, 0.75, 1.0]
+    for done in (rt.cudaDestroyTextureObject(tex), rt.cudaDestroySurfaceObject(surf),
+                 rt.cudaFreeArray(arr)):
+        assert done == (RT.cudaError_t.cudaSuccess,)
+
+
 def test_channel_descriptors_must_name_one_format(dev: Device) -> None:
     bad = ok(dev.rt.cudaCreateChannelDesc(8, 16, 0, 0,
                                           RT.cudaChannelFormatKind.cudaChannelFormatKindUnsigned))

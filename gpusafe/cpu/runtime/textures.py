@@ -46,7 +46,9 @@ from cuda.bindings.runtime import (
     cudaResourceDesc,
     cudaResourceType,
     cudaSurfaceObject_t,
+    cudaTextureAddressMode,
     cudaTextureDesc,
+    cudaTextureFilterMode,
     cudaTextureObject_t,
     cudaTextureReadMode,
 )
@@ -458,6 +460,22 @@ class TextureCalls(RuntimeBase):
         h = int(_args.handle_value(texObject, cudaTextureObject_t))
         self._ensure_context()
         return self._runtime_resource(check(self.driver.cuTexObjectGetResourceDesc(h)))
+
+    @api(1)
+    def cudaGetTextureObjectTextureDesc(self, texObject: Any) -> cudaTextureDesc:
+        h = int(_args.handle_value(texObject, cudaTextureObject_t))
+        self._ensure_context()
+        d = check(self.driver.cuTexObjectGetTextureDesc(h))
+        flags = int(d.flags)
+        out = cudaTextureDesc()
+        out.addressMode = [cudaTextureAddressMode(int(m)) for m in list(d.addressMode)]
+        out.filterMode = cudaTextureFilterMode(int(d.filterMode))
+        out.borderColor = list(d.borderColor)
+        out.normalizedCoords = int(bool(flags & CU_TRSF_NORMALIZED_COORDINATES))
+        out.readMode = (cudaTextureReadMode.cudaReadModeElementType
+                        if flags & CU_TRSF_READ_AS_INTEGER
+                        else cudaTextureReadMode.cudaReadModeNormalizedFloat)
+        return out
 
     @api(1)
     def cudaCreateSurfaceObject(self, pResDesc: Any) -> cudaSurfaceObject_t:
