@@ -305,6 +305,10 @@ def test_integer_fetches_from_linear_memory_read_zero_outside(dev: Device) -> No
     out = ok(dev.drv.cuMemAlloc(idx.nbytes))
     assert dev.run("fetch_int", 5, out, tex, dev.upload(idx), 5) == (OK,)
     assert dev.download(int(out), 5, np.int32).tolist() == [10, 19, 0, 0, 14]
+    ok(dev.drv.cuMemFree(res.res.linear.devPtr))
+    (err,) = dev.run("fetch_int", 5, out, tex, dev.upload(idx), 5)
+    assert err == R.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "no longer allocated" in dev.drv.last_error_detail()
 
 
 def test_a_layered_texture_reads_the_layer_each_thread_names(dev: Device) -> None:
@@ -421,6 +425,16 @@ def test_a_destroyed_texture_is_an_illegal_address_at_the_fetch(dev: Device) -> 
     (err,) = dev.run("fetch2d", 1, ok(dev.drv.cuMemAlloc(16)), tex, xs, xs, 1)
     assert err == R.CUDA_ERROR_ILLEGAL_ADDRESS
     assert "no live texture object" in dev.drv.last_error_detail()
+
+
+def test_a_texture_over_a_destroyed_array_is_an_illegal_address(dev: Device) -> None:
+    arr = dev.array(np.zeros((1, 2), np.float32), F.CU_AD_FORMAT_FLOAT)
+    tex = ok(dev.texture(arr))
+    ok(dev.drv.cuArrayDestroy(arr))
+    xs = dev.upload(np.zeros(1, dtype=np.float32))
+    (err,) = dev.run("fetch2d", 1, ok(dev.drv.cuMemAlloc(16)), tex, xs, xs, 1)
+    assert err == R.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "CUDA array has been destroyed" in dev.drv.last_error_detail()
 
 
 # -- surfaces ----------------------------------------------------------------------------------

@@ -26,7 +26,13 @@ from gpusafe_instrument import nodes
 from . import texture_sampling as ts
 from .decoded import DecodeError, Op
 from .decoder import DecodeContext, guard_simple
-from .errors import IllegalAddress, MisalignedAddress, TrapError, UnsupportedInstruction
+from .errors import (
+    IllegalAddress,
+    InvalidAddress,
+    MisalignedAddress,
+    TrapError,
+    UnsupportedInstruction,
+)
 from .frames import Frame, as_index
 from .texture_objects import CudaArray, SurfaceObject, TextureObject, objects_of
 
@@ -82,6 +88,12 @@ def _lane_groups(handles: np.ndarray) -> list[tuple[int, np.ndarray]]:
 def _resolve(fr: Frame, instr: nodes.Instruction, handle: int, kind: type, act: Any,
              pos: np.ndarray) -> Any:
     obj = objects_of(fr.launch.memory).get(handle, kind)
+    array = None if obj is None else _array_of(obj)
+    if isinstance(array, CudaArray) and not array.alive:
+        lane = int(as_index(act, fr.n)[pos[0]])
+        raise IllegalAddress(f"kernel {fr.launch.kernel}: PTX line {instr.line}: {instr.op} "
+                             f"through {handle:#x}, whose CUDA array has been destroyed "
+                             f"({fr.describe_lane(lane)})")
     if obj is None:
         what = "texture" if kind is TextureObject else "surface"
         lane = int(as_index(act, fr.n)[pos[0]])
@@ -103,7 +115,11 @@ def _texels(fr: Frame, tex: TextureObject) -> tuple[np.ndarray, bool]:
     per_launch = _TEXELS.setdefault(fr.launch, {})
     hit = per_launch.get(id(tex))
     if hit is None or hit[0] is not tex:
-        values, is_float = ts.texel_values(tex)
+        try:
+            values, is_float = ts.texel_values(tex)
+        except InvalidAddress as e:  # linear memory freed under the texture
+            raise IllegalAddress(f"kernel {fr.launch.kernel}: a texture over device memory that "
+                                 f"is no longer allocated ({e})") from None
         hit = per_launch[id(tex)] = (tex, values, is_float)
     return hit[1], hit[2]
 
