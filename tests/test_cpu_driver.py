@@ -255,7 +255,8 @@ def test_device_attributes_profile():
     assert attr(A.CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) == 1
     assert attr(A.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 1  # memory_kinds.py
     assert attr(A.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 1  # launches.py
-    assert attr(A.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH) == 0
+    assert attr(A.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH) == 131072  # arrays.py
+    assert attr(A.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH) == 0  # no mipmaps
     for a in A:
         if a != A.CU_DEVICE_ATTRIBUTE_MAX:
             assert isinstance(attr(a), int)

@@ -296,18 +296,18 @@ def test_a_feature_the_cpu_device_lacks_is_reported_with_its_reason() -> None:
 SURFACE = r"""
 extern "C" __global__ void surf(cudaSurfaceObject_t s, float* out)
 {
-    float v;
-    surf1Dread(&v, s, threadIdx.x * 4);
-    out[threadIdx.x] = v;
+    asm volatile("sured.b.add.1d.u32.trap [%0, {%1}], %2;"
+                 :: "l"(s), "r"(threadIdx.x * 4), "r"(1u) : "memory");
+    out[threadIdx.x] = 1.0f;
 }
 """
 
 
 def test_an_instruction_the_cpu_device_cannot_run_is_named_in_the_report() -> None:
     """A launch the CPU device refuses: the program gets CUDA_ERROR_NOT_SUPPORTED,
-    the report the kernel, the PTX line and the instruction.  (Surface loads
-    stand for any instruction the CPU device lacks; when it learns them,
-    this test needs another.)"""
+    the report the kernel, the PTX line and the instruction.  (Surface
+    reductions stand for any instruction the CPU device lacks; when it learns
+    them, this test needs another.)"""
     backend = CpuBackend()
     findings = _findings()
     watch = unsupported_watch(backend.unsupported_results, backend.unsupported_reason,
@@ -326,4 +326,4 @@ def test_an_instruction_the_cpu_device_cannot_run_is_named_in_the_report() -> No
     (call,) = findings.report.build(exit_code=0).unimplemented_calls
     assert call.name == "cuLaunchKernel"
     assert "kernel surf: PTX line" in call.reason
-    assert "suld.b.1d.b32.trap is not supported by the CPU device" in call.reason
+    assert "sured.b.add.1d.u32.trap is not supported by the CPU device" in call.reason

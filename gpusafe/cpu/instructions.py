@@ -16,7 +16,17 @@ import numpy as np
 
 from gpusafe_instrument import nodes
 
-from . import alu, barriers, bulk_copy, calls, control_ops, mbarrier, memory_ops, warp_ops
+from . import (
+    alu,
+    barriers,
+    bulk_copy,
+    calls,
+    control_ops,
+    mbarrier,
+    memory_ops,
+    texture_ops,
+    warp_ops,
+)
 from .decoded import DecodeError, Op
 from .decoder import Builder, DecodeContext, guard_simple, pack_reader, unpack_writer
 from .frames import Frame
@@ -89,6 +99,12 @@ _BUILDERS: dict[str, Builder] = {
     "elect": warp_ops.build_elect,
     "mbarrier": mbarrier.build_mbarrier,
     "setmaxnreg": _noop,
+    "tex": texture_ops.build_tex,
+    "tld4": texture_ops.build_tld4,
+    "txq": texture_ops.build_query,
+    "suq": texture_ops.build_query,
+    "suld": texture_ops.build_suld,
+    "sust": texture_ops.build_sust,
 }
 
 

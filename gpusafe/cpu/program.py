@@ -411,10 +411,14 @@ class Program(ModuleSymbols):
     @functools.cached_property
     def _source_lines(self) -> dict[int, str]:
         files = self.module.files
-        return {instr.line: f"{loc.file}:{loc.line}"
-                for fn in self.module.functions
-                for _, instr, loc in located_instructions(self.module, fn, files)
-                if loc is not None and loc.file}
+        lines = {instr.line: f"{loc.file}:{loc.line}"
+                 for fn in self.module.functions
+                 for _, instr, loc in located_instructions(self.module, fn, files)
+                 if loc is not None and loc.file}
+        for line, site in _inlined_sites(self.module).items():
+            if line in lines:
+                lines[line] += f", inlined at {site}"
+        return lines
 
     def source_line(self, ptx_line: int) -> str | None:
         """``file:line`` of the source the instruction at ``ptx_line`` was
@@ -467,6 +471,31 @@ def _module_index(ptx_text: str) -> _ModuleIndex:
 _ADDRESS_INIT = re.compile(r"(generic\()?\s*([A-Za-z_$%][\w$.]*)\s*(\))?\s*([+-]\s*\d+)?")
 _NUMERIC = re.compile(
     r"-?(0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?|[0-9.]+(?:[eE][+-]?\d+)?U?)")
+
+
+def _inlined_sites(module: nodes.Module) -> dict[int, str]:
+    """``file:line`` of the call an instruction was inlined into, by PTX line,
+    where its ``.loc`` says (``inlined_at``): the line of the user's code
+    behind an instruction of a header's inline function (``surf2Dwrite``,
+    ``tex2D``, ...)."""
+    files = module.files
+    out: dict[int, str] = {}
+
+    def visit(statements: list[nodes.Statement], loc: nodes.Loc | None) -> nodes.Loc | None:
+        for s in statements:
+            if isinstance(s, nodes.Loc):
+                loc = s
+            elif isinstance(s, nodes.Block):
+                loc = visit(s.statements, loc)
+            elif isinstance(s, nodes.Instruction) and loc is not None and loc.inlined_at:
+                file, line, _ = loc.inlined_at
+                if files.get(file):
+                    out[s.line] = f"{files[file]}:{line}"
+        return loc
+
+    for fn in module.functions:
+        visit(fn.body or [], None)
+    return out
 
 
 def _flatten(init: Any) -> list[str]:

@@ -357,6 +357,31 @@ def _ptr(value: Any) -> int:
     return handle_value(value, CUdeviceptr)
 
 
+def _pitched(p: Any, depth: Any) -> list[tuple[int | None, int]]:
+    """The pointer sides of a CUDA_MEMCPY2D/3D (``cuMemcpy2D``, ``cuMemcpy3D``):
+    each the bytes from its first to its last byte copied (an array side is
+    no memory of the allocation table); a struct the bindings would refuse
+    gives none, the backend's own error follows."""
+    try:
+        width, height, depth = int(p.WidthInBytes), int(p.Height), int(depth)
+        if not (width and height and depth):
+            return []
+        out: list[tuple[int | None, int]] = []
+        for side in ("src", "dst"):
+            kind = int(getattr(p, f"{side}MemoryType") or 0)
+            if kind == 3 or kind == 0:  # CU_MEMORYTYPE_ARRAY, or unset
+                continue
+            base = int(getattr(p, f"{side}Host") if kind == 1 else getattr(p, f"{side}Device"))
+            pitch = int(getattr(p, f"{side}Pitch")) or width
+            rows = int(getattr(p, f"{side}Height", 0) or 0) or height
+            start = (base + int(getattr(p, f"{side}XInBytes")) + int(getattr(p, f"{side}Y")) * pitch
+                     + int(getattr(p, f"{side}Z", 0) or 0) * pitch * rows)
+            out.append((start, (depth - 1) * pitch * rows + (height - 1) * pitch + width))
+        return out
+    except (AttributeError, TypeError, ValueError):
+        return []
+
+
 def _dst(n_index: int, width: int = 1) -> Ranges:
     return lambda *a: [(_ptr(a[0]), size(a[n_index]) * width)]
 
@@ -383,6 +408,15 @@ _COPIES: dict[str, tuple[Ranges, bool]] = {
     "cuMemsetD8Async": (_dst(2, 1), False),
     "cuMemsetD16Async": (_dst(2, 2), False),
     "cuMemsetD32Async": (_dst(2, 4), False),
+    # 1D copies between an array and device memory: the device side
+    "cuMemcpyDtoA": (lambda *a: [(_ptr(a[2]), size(a[3]))], True),
+    "cuMemcpyAtoD": (lambda *a: [(_ptr(a[0]), size(a[3]))], True),
+    # 2D and 3D copies (CUDA_MEMCPY2D/3D): their host and device sides
+    "cuMemcpy2D": (lambda p: _pitched(p, 1), True),
+    "cuMemcpy2DUnaligned": (lambda p: _pitched(p, 1), True),
+    "cuMemcpy2DAsync": (lambda p, st: _pitched(p, 1), False),
+    "cuMemcpy3D": (lambda p: _pitched(p, getattr(p, "Depth", 0)), True),
+    "cuMemcpy3DAsync": (lambda p, st: _pitched(p, getattr(p, "Depth", 0)), False),
     # managed memory: the range prefetched, advised or attached (length 0: all of it)
     "cuMemPrefetchAsync": (lambda *a: [(int(a[0]), int(a[1]))], False),
     "cuMemAdvise": (lambda *a: [(int(a[0]), int(a[1]))], False),

@@ -94,6 +94,29 @@ class RuntimeDoor(ApiWrappers):
             "cudaMemcpyPeerAsync": (
                 lambda d, dd, src, sd, n, st: [(address(d), size(n)), (address(src), size(n))],
                 False),
+            # cudaMemcpy2DToArray(dst, wOffset, hOffset, src, spitch, width, height, kind[, st])
+            "cudaMemcpy2DToArray": (
+                lambda a, wo, ho, src, sp, wd, h, k: sides(None, 0, src, _extent(sp, wd, h), k),
+                True),
+            "cudaMemcpy2DToArrayAsync": (
+                lambda a, wo, ho, src, sp, wd, h, k, st: sides(None, 0, src, _extent(sp, wd, h),
+                                                               k), False),
+            # cudaMemcpyToArray(dst, wOffset, hOffset, src, count, kind[, stream]), and From
+            "cudaMemcpyToArray": (
+                lambda a, wo, ho, src, n, k: sides(None, 0, src, size(n), k), True),
+            "cudaMemcpyToArrayAsync": (
+                lambda a, wo, ho, src, n, k, st: sides(None, 0, src, size(n), k), False),
+            "cudaMemcpyFromArray": (
+                lambda d, a, wo, ho, n, k: sides(d, size(n), None, 0, k), True),
+            "cudaMemcpyFromArrayAsync": (
+                lambda d, a, wo, ho, n, k, st: sides(d, size(n), None, 0, k), False),
+            # cudaMemcpy2DFromArray(dst, dpitch, src, wOffset, hOffset, width, height, kind[, st])
+            "cudaMemcpy2DFromArray": (
+                lambda d, dp, a, wo, ho, wd, h, k: sides(d, _extent(dp, wd, h), None, 0, k),
+                True),
+            "cudaMemcpy2DFromArrayAsync": (
+                lambda d, dp, a, wo, ho, wd, h, k, st: sides(d, _extent(dp, wd, h), None, 0, k),
+                False),
             # cudaMemset(devPtr, value, count[, stream])
             "cudaMemset": (lambda p, v, n: [(address(p), size(n))], True),
             "cudaMemsetAsync": (lambda p, v, n, st: [(address(p), size(n))], False),

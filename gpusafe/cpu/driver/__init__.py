@@ -108,7 +108,8 @@ device attributes), :mod:`.contexts`, :mod:`.memory_calls` (allocations),
 and events), :mod:`.memory_kinds` (managed and registered host memory),
 :mod:`.pools` (stream-ordered allocation, memory pools), :mod:`.vmm`
 (virtual memory management), :mod:`.pointers` (pointer attributes), :mod:`.graphs` (CUDA graphs built
-explicitly; their nodes run through :meth:`Driver.set_graph_calls`).
+explicitly; their nodes run through :meth:`Driver.set_graph_calls`), :mod:`.arrays` (CUDA
+arrays, 2D/3D copies), :mod:`.textures` (texture and surface objects).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ from .modules import ModuleCalls
 from .pointers import PointerCalls
 from .pools import PoolCalls
 from .streams import StreamCalls
+from .textures import TextureCalls
 from .vmm import VmmCalls
 
 # every non-function name of cuda.bindings.driver (types, enums, constants)
@@ -136,7 +138,7 @@ reexport(_real, "cu", globals())
 
 
 class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
-             GraphCalls, StreamCalls, VmmCalls, PointerCalls):
+             GraphCalls, StreamCalls, VmmCalls, PointerCalls, TextureCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after

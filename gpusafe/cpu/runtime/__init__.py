@@ -52,7 +52,7 @@ Decisions:
   and memory pools (``cudaMallocAsync``, ``cudaMemPool*``) are the driver's
   (:mod:`gpusafe.cpu.driver.memory_kinds`, :mod:`gpusafe.cpu.driver.pools`).
 * **Unimplemented functions are absent**, as in :mod:`gpusafe.cpu.driver`:
-  the library and graph APIs, 2D/3D copies, arrays, textures, ... raise
+  the library APIs, mipmapped arrays, ... raise
   ``AttributeError`` naming the function; under ``gpusafe run`` the
   interposer turns them into ``NotImplementedError``. ``IMPLEMENTED`` lists
   what is implemented.
@@ -61,7 +61,8 @@ Modules by job: :mod:`.base` (the driver under it, last errors, the implicit
 context, a method as a cuda-python call), :mod:`.devices` (errors, versions,
 the device), :mod:`.memory_calls` (allocations, copies, sets),
 :mod:`.streams` (streams and events), :mod:`.graphs` (CUDA graphs built
-explicitly, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
+explicitly, on the driver's), :mod:`.textures` (arrays, 2D/3D copies, texture
+and surface objects, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
   are launched through the driver API (``cuModuleLoadData`` +
   ``cuLaunchKernel``) with runtime pointers as arguments.
 """
@@ -83,11 +84,13 @@ from .memory_calls import MemoryCalls
 from .memory_kinds import MemoryKindCalls
 from .pools import PoolCalls
 from .streams import StreamCalls
+from .textures import TextureCalls
 
 # every non-function name of cuda.bindings.runtime (types, enums, constants)
 reexport(_real, "cuda", globals())
 
-class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls, GraphCalls):
+class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls, GraphCalls,
+              TextureCalls):
     """cuda-python's runtime API on one CPU device (the driver ``driver``)."""
 
     IMPLEMENTED: frozenset[str] = frozenset()
