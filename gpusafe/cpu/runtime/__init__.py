@@ -51,7 +51,7 @@ Decisions:
   and memory pools (``cudaMallocAsync``, ``cudaMemPool*``) are the driver's
   (:mod:`gpusafe.cpu.driver.memory_kinds`, :mod:`gpusafe.cpu.driver.pools`).
 * **Unimplemented functions are absent**, as in :mod:`gpusafe.cpu.driver`:
-  the library and graph APIs, 2D/3D copies, arrays, textures, ... raise
+  the library API, 2D/3D copies, arrays, textures, ... raise
   ``AttributeError`` naming the function; under ``gpusafe run`` the
   interposer turns them into ``NotImplementedError``. ``IMPLEMENTED`` lists
   what is implemented.
@@ -60,7 +60,8 @@ Modules by job: :mod:`.base` (the driver under it, last errors, the implicit
 context, a method as a cuda-python call), :mod:`.devices` (errors, versions,
 the device), :mod:`.memory_calls` (allocations, copies, sets),
 :mod:`.streams` (streams and events), :mod:`.graphs` (CUDA graphs built
-explicitly, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
+explicitly, on the driver's), :mod:`.graph_nodes` (cloning, child and event
+nodes, updates), :mod:`.capture` (stream capture, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
   are launched through the driver API (``cuModuleLoadData`` +
   ``cuLaunchKernel``) with runtime pointers as arguments.
 """
@@ -75,7 +76,9 @@ from ..bindings import implemented, missing, reexport
 from ..driver import Driver, default_driver
 from .base import REAL_FUNCTIONS
 from .base import to_cuda_error as to_cuda_error
+from .capture import CaptureCalls
 from .devices import DeviceCalls
+from .graph_nodes import GraphNodeCalls
 from .graphs import GraphCalls
 from .memory_calls import PITCH_ALIGNMENT as PITCH_ALIGNMENT
 from .memory_calls import MemoryCalls
@@ -86,7 +89,8 @@ from .streams import StreamCalls
 # every non-function name of cuda.bindings.runtime (types, enums, constants)
 reexport(_real, "cuda", globals())
 
-class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls, GraphCalls):
+class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls, GraphCalls,
+              GraphNodeCalls, CaptureCalls):
     """cuda-python's runtime API on one CPU device (the driver ``driver``)."""
 
     IMPLEMENTED: frozenset[str] = frozenset()
