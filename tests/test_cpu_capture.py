@@ -259,3 +259,81 @@ def test_clones_children_events_and_updates(dev) -> None:
     ok(drv.cuGraphUpload(ex, 0))
     assert drv.cuGraphExecMemsetNodeSetParams(ex, rec, real.CUDA_MEMSET_NODE_PARAMS(), ctx)[0] \
         == R.CUDA_ERROR_INVALID_VALUE
+
+
+def test_the_runtime_captures_on_the_drivers_streams(dev) -> None:
+    from cuda.bindings import runtime as rreal
+
+    from gpusafe.cpu.runtime import Runtime
+
+    drv, ctx, fn = dev
+    rt = Runtime(drv)
+    RE, K = rreal.cudaError_t, rreal.cudaMemcpyKind
+    RMODE, RSTATUS = rreal.cudaStreamCaptureMode, rreal.cudaStreamCaptureStatus
+    src = np.arange(N, dtype=np.float32)
+    out = np.zeros(N, np.float32)
+    d = ok(rt.cudaMalloc(N * 4))
+    s1, s2 = ok(rt.cudaStreamCreate()), ok(rt.cudaStreamCreate())
+    fork, join = ok(rt.cudaEventCreate()), ok(rt.cudaEventCreate())
+    ok(rt.cudaStreamBeginCapture(s1, RMODE.cudaStreamCaptureModeGlobal))
+    ok(rt.cudaEventRecord(fork, s1))
+    ok(rt.cudaStreamWaitEvent(s2, fork, 0))
+    ok(rt.cudaMemsetAsync(d, 0, N * 4, s2))
+    ok(rt.cudaEventRecord(join, s2))
+    ok(rt.cudaStreamWaitEvent(s1, join, 0))
+    ok(rt.cudaMemcpyAsync(d, src, N * 4, K.cudaMemcpyHostToDevice, s1))
+    ok(launch(drv, fn, d, 2.0, 0.0, s1))
+    ok(rt.cudaMemcpyAsync(out, d, N * 4, K.cudaMemcpyDefault, s1))
+    assert ok(rt.cudaStreamIsCapturing(s2)) == RSTATUS.cudaStreamCaptureStatusActive
+    status, ident, graph_now, deps, edges, n = ok(rt.cudaStreamGetCaptureInfo(s1))
+    assert status == RSTATUS.cudaStreamCaptureStatusActive and isinstance(ident, int)
+    assert isinstance(graph_now, rreal.cudaGraph_t) and n == 1
+    assert isinstance(deps[0], rreal.cudaGraphNode_t)
+    assert rt.cudaStreamSynchronize(s2) == (RE.cudaErrorStreamCaptureUnsupported,)
+    assert rt.cudaStreamEndCapture(s1) == (RE.cudaErrorStreamCaptureInvalidated, None)
+
+    ok(rt.cudaStreamBeginCapture(s1, RMODE.cudaStreamCaptureModeGlobal))
+    ok(rt.cudaMemcpyAsync(d, src, N * 4, K.cudaMemcpyHostToDevice, s1))
+    ok(launch(drv, fn, d, 2.0, 0.0, s1))
+    ok(rt.cudaMemcpyAsync(out, d, N * 4, K.cudaMemcpyDeviceToHost, s1))
+    assert rt.cudaMemcpy(out, d, N * 4, K.cudaMemcpyDeviceToHost) == \
+        (RE.cudaErrorStreamCaptureImplicit,)
+    assert rt.cudaStreamEndCapture(s1)[0] == RE.cudaErrorStreamCaptureInvalidated
+    ok(rt.cudaStreamBeginCapture(s1, RMODE.cudaStreamCaptureModeGlobal))
+    ok(rt.cudaMemcpyAsync(d, src, N * 4, K.cudaMemcpyHostToDevice, s1))
+    ok(launch(drv, fn, d, 2.0, 0.0, s1))
+    ok(rt.cudaMemcpyAsync(out, d, N * 4, K.cudaMemcpyDeviceToHost, s1))
+    graph = ok(rt.cudaStreamEndCapture(s1))
+    nodes, count = ok(rt.cudaGraphGetNodes(graph, 3))
+    assert count == 3 and [ok(rt.cudaGraphNodeGetType(x)) for x in nodes] == [
+        rreal.cudaGraphNodeType.cudaGraphNodeTypeMemcpy,
+        rreal.cudaGraphNodeType.cudaGraphNodeTypeKernel,
+        rreal.cudaGraphNodeType.cudaGraphNodeTypeMemcpy]
+    ex = ok(rt.cudaGraphInstantiateWithFlags(ok(rt.cudaGraphClone(graph)), 0))
+    ok(rt.cudaGraphUpload(ex, s1))
+    ok(rt.cudaGraphLaunch(ex, s1))
+    assert (out == src * 2).all()
+    info = ok(rt.cudaGraphExecUpdate(ex, graph))
+    assert info.result == rreal.cudaGraphExecUpdateResult.cudaGraphExecUpdateSuccess
+    old = ok(rt.cudaThreadExchangeStreamCaptureMode(RMODE.cudaStreamCaptureModeRelaxed))
+    assert old == RMODE.cudaStreamCaptureModeGlobal
+
+
+def test_a_runtime_3d_memcpy_node_copies_linear_memory(dev) -> None:
+    from cuda.bindings import runtime as rreal
+
+    from gpusafe.cpu.runtime import Runtime
+
+    drv, ctx, fn = dev
+    rt = Runtime(drv)
+    src = np.arange(N, dtype=np.float32)
+    d = ok(rt.cudaMalloc(N * 4))
+    p = rreal.cudaMemcpy3DParms()
+    p.srcPtr = rreal.make_cudaPitchedPtr(src.ctypes.data, N * 4, N, 1)
+    p.dstPtr = rreal.make_cudaPitchedPtr(d, N * 4, N, 1)
+    p.extent = rreal.make_cudaExtent(N * 4, 1, 1)
+    p.kind = rreal.cudaMemcpyKind.cudaMemcpyHostToDevice
+    g = ok(rt.cudaGraphCreate(0))
+    ok(rt.cudaGraphAddMemcpyNode(g, None, 0, p))
+    ok(rt.cudaGraphLaunch(ok(rt.cudaGraphInstantiate(g, 0)), 0))
+    assert (read(drv, d) == src).all()

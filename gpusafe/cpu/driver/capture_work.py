@@ -16,6 +16,7 @@ driver's, unchanged.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,17 @@ Diverter = Callable[..., bool]
 says True, or says False when the stream does not capture."""
 
 
+def _named(method: Callable[..., Any], name: str) -> None:
+    """``method`` as the CPU device's ``name``: cuda-python's parameter names
+    (for keyword calls and ``inspect``) and first doc line."""
+    real = inspect.signature(getattr(_real, name))
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__name__ = name
+    method.__signature__ = real.replace(  # type: ignore[attr-defined]
+        parameters=[this, *real.parameters.values()])
+    implements(method, _real, name, "gpusafe.cpu.driver")
+
+
 def _diverted(divert: Diverter) -> Callable[..., tuple[Any, ...]]:
     """The call as the program makes it: recorded when its stream captures,
     else the base driver's (outside this lock: a launch may call back)."""
@@ -61,8 +73,7 @@ def _diverted(divert: Diverter) -> Callable[..., tuple[Any, ...]]:
             return (E.CUDA_SUCCESS,)
         return getattr(super(CaptureWorkCalls, self), name)(*args, **kwargs)
 
-    method.__name__ = name
-    implements(method, _real, name, "gpusafe.cpu.driver")
+    _named(method, name)
     return method
 
 
@@ -78,8 +89,7 @@ def _guarded(name: str, n_out: int, check: Callable[[CaptureWorkCalls], None]) -
                 return (f.result,) + (None,) * n_out
         return getattr(super(CaptureWorkCalls, self), name)(*args, **kwargs)
 
-    method.__name__ = name
-    implements(method, _real, name, "gpusafe.cpu.driver")
+    _named(method, name)
     return method
 
 
