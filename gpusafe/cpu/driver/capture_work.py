@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cuda.bindings.driver import (
+    CU_STREAM_PER_THREAD,
     CUdeviceptr,
     CUevent,
     CUfunction,
@@ -311,6 +312,10 @@ def cuStreamWaitEvent(self: CaptureWorkCalls, hStream: Any, hEvent: Any, Flags: 
         raise Fail(E.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                    "the event was recorded in a capture that was invalidated")
     if cap is None:  # a fork: the stream joins the capture
+        if hs in _LEGACY or hs == int(CU_STREAM_PER_THREAD):
+            source.invalid = True
+            raise Fail(E.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                       "a default stream cannot join a capture; the capture is invalidated")
         if ctx is not source.graph.ctx:
             raise Fail(E.CUDA_ERROR_INVALID_HANDLE, "the stream belongs to another context")
         source.deps[hs] = list(frontier)
