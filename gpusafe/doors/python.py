@@ -63,7 +63,7 @@ def _counted_launches(real: dict[str, Any], findings: Findings,
         return wrapper
 
     streams = {"cuLaunchKernel": lambda *a: a[8],
-               "cuLaunchKernelEx": lambda *a: None if a[0] is None else a[0].hStream}
+               "cuLaunchKernelEx": lambda *a: getattr(a[0], "hStream", None)}
     wrapped = {n: counted(real[n], stream) for n, stream in streams.items() if n in real}
     route = getattr(backend_driver, "set_graph_calls", None)
     if route is not None:

@@ -205,7 +205,7 @@ class DriverDoor(ApiWrappers):
         engine = self.engine
 
         def wrapper(config, f, kernelParams, extra):
-            if config is not None and self._capturing(config.hStream):
+            if hasattr(config, "hStream") and self._capturing(config.hStream):
                 args = self._node_arguments("cuLaunchKernelEx", f, kernelParams, extra)
                 if args is None:
                     return (engine.E.CUDA_ERROR_NOT_SUPPORTED,)
