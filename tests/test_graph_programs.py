@@ -134,3 +134,11 @@ def test_an_overflow_through_updated_node_arguments_is_reported(tmp_path: Path) 
     x_reads = [v for v in found if v["access"] == "read"
                and v["allocation"]["allocated_at"] == f"{app.name}:{allocated}"]
     assert len(x_reads) == 1 and x_reads[0]["count"] == 3, out  # one per updated launch
+
+
+def test_no_check_counts_captured_launches_when_their_graphs_run(tmp_path: Path) -> None:
+    app = install(tmp_path, "simple_cuda_graphs")
+    rc, doc, out = gpusafe_run(tmp_path, "--no-check", "python", app.name)
+    assert rc == 0 and "simpleCudaGraphs: PASSED" in out, out
+    # 24 kernel launches by graphs; the two captured cuLaunchKernel calls are not launches
+    assert doc["summary"]["unchecked_launches"] == 24, doc["summary"]
