@@ -56,3 +56,19 @@ def test_a_launch_on_a_stream_that_does_not_capture_runs_now() -> None:
     report = engine.findings.report.build(exit_code=0).to_dict()
     assert report["summary"]["unchecked_launches"] == 1
     assert report["summary"]["unimplemented_calls"] == 0
+
+
+def test_a_stream_ordered_free_in_a_capture_is_left_to_the_backend() -> None:
+    """It would be a graph node freeing at each launch: freeing it now (into
+    the quarantine) would make the graph's own kernels use-after-free."""
+    driver = CapturingDriver()
+    engine, _ = make_engine()
+    engine.driver = driver
+    wrappers = DriverDoor(engine, {n: getattr(driver, n) for n in (
+        "cuMemAlloc", "cuMemFreeAsync")}).wrappers()
+    _, p, _ = wrappers["cuMemAlloc"](64)
+    wrappers["cuMemFreeAsync"](p, 7)
+    assert driver.calls[-1] == ("cuMemFreeAsync", p, 7)
+    assert engine.address_range(int(p)) == (int(p), 64)  # still live to gpusafe
+    wrappers["cuMemFreeAsync"](p, 3)
+    assert engine.address_range(int(p)) is None

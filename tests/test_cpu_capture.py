@@ -337,3 +337,19 @@ def test_a_runtime_3d_memcpy_node_copies_linear_memory(dev) -> None:
     ok(rt.cudaGraphAddMemcpyNode(g, None, 0, p))
     ok(rt.cudaGraphLaunch(ok(rt.cudaGraphInstantiate(g, 0)), 0))
     assert (read(drv, d) == src).all()
+
+
+def test_a_runtime_host_to_host_copy_is_captured_too(dev) -> None:
+    from cuda.bindings import runtime as rreal
+
+    from gpusafe.cpu.runtime import Runtime
+
+    drv, ctx, fn = dev
+    rt = Runtime(drv)
+    a, b = np.arange(N, dtype=np.float32), np.zeros(N, np.float32)
+    s = ok(rt.cudaStreamCreate())
+    ok(rt.cudaStreamBeginCapture(s, rreal.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal))
+    ok(rt.cudaMemcpyAsync(b, a, N * 4, rreal.cudaMemcpyKind.cudaMemcpyHostToHost, s))
+    assert (b == 0).all()
+    ok(rt.cudaGraphLaunch(ok(rt.cudaGraphInstantiate(ok(rt.cudaStreamEndCapture(s)), 0)), s))
+    assert (b == a).all()

@@ -144,20 +144,6 @@ class DriverDoor(ApiWrappers):
 
     # -- launches --------------------------------------------------------------
 
-    def _capturing(self, stream: Any) -> bool:
-        """Whether ``stream`` is capturing (an invalidated capture included:
-        the backend gives the launch its error).  A stream the query refuses
-        (the legacy stream beside a capture, a bad handle) is launched as
-        usual, and the backend answers the launch as it answered the query."""
-        query = getattr(self.engine.driver, "cuStreamIsCapturing", None)
-        if query is None:
-            return False
-        try:
-            err, status = query(stream)
-        except (TypeError, ValueError, AttributeError, OverflowError):
-            return False
-        return err == self.ok and int(status) != 0
-
     def _node_arguments(self, name: str, function: Any, kernel_params: Any,
                         extra: Any) -> tuple[Any, Any] | None:
         """A kernel node's arguments (graph node, updated node or captured
