@@ -353,3 +353,11 @@ def test_a_runtime_host_to_host_copy_is_captured_too(dev) -> None:
     assert (b == 0).all()
     ok(rt.cudaGraphLaunch(ok(rt.cudaGraphInstantiate(ok(rt.cudaStreamEndCapture(s)), 0)), s))
     assert (b == a).all()
+
+
+def test_a_destroyed_capturing_stream_leaves_its_capture(dev) -> None:
+    drv, ctx, fn = dev
+    s = ok(drv.cuStreamCreate(0))
+    ok(drv.cuStreamBeginCapture(s, MODE.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    ok(drv.cuStreamDestroy(s))
+    ok(drv.cuMemFree(ok(drv.cuMemAlloc(64))))  # no capture left to prohibit it

@@ -147,10 +147,10 @@ class CaptureCalls(GraphNodeCalls):
         if mode == _MODE.CU_STREAM_CAPTURE_MODE_RELAXED:
             return
         me = threading.get_ident()
-        hit = {id(c): c for c in self._captures.values()
-               if (c.thread == me and c.mode != _MODE.CU_STREAM_CAPTURE_MODE_RELAXED)
+        hit = {id(c): c for c in self._captures.values() if c.graph.ctx.alive and (
+               (c.thread == me and c.mode != _MODE.CU_STREAM_CAPTURE_MODE_RELAXED)
                or (mode == _MODE.CU_STREAM_CAPTURE_MODE_GLOBAL and c.thread != me
-                   and c.mode == _MODE.CU_STREAM_CAPTURE_MODE_GLOBAL)}
+                   and c.mode == _MODE.CU_STREAM_CAPTURE_MODE_GLOBAL))}
         if hit:
             for cap in hit.values():
                 cap.invalid = True

@@ -330,6 +330,22 @@ def cuStreamWaitEvent(self: CaptureWorkCalls, hStream: Any, hEvent: Any, Flags: 
     return True
 
 
+def cuStreamDestroy(self: CaptureWorkCalls, hStream: Any) -> bool:
+    """A stream destroyed while it captures leaves its capture: the capture
+    it began ends (its graph is dropped), one it joined is invalidated."""
+    hs = _args.handle_value(hStream, CUstream)
+    cap = self._captures.get(hs)
+    if cap is not None:
+        if hs == cap.origin:
+            self._end(cap)
+            self._drop_graph(cap)
+        else:
+            cap.invalid = True
+            del cap.deps[hs]
+            del self._captures[hs]
+    return False
+
+
 def _stream_rule(self: CaptureWorkCalls, hStream: Any, what: str) -> None:
     """Synchronising or querying a capturing stream spoils its capture; the
     legacy stream is an implicit dependency on a blocking capture."""
@@ -380,7 +396,7 @@ class CaptureWorkCalls(CaptureCalls):
 for _divert in (cuLaunchKernel, cuLaunchKernelEx, cuMemcpyAsync, cuMemcpyHtoDAsync,
                 cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD16Async,
                 cuMemsetD32Async, cuLaunchHostFunc, cuGraphLaunch, cuEventRecord,
-                cuEventRecordWithFlags, cuStreamWaitEvent,
+                cuEventRecordWithFlags, cuStreamWaitEvent, cuStreamDestroy,
                 _stream_check("cuStreamSynchronize"), _stream_check("cuStreamQuery"),
                 _stream_check("cuStreamAddCallback"), _event_check("cuEventSynchronize"),
                 _event_check("cuEventQuery")):
