@@ -361,3 +361,21 @@ def test_a_destroyed_capturing_stream_leaves_its_capture(dev) -> None:
     ok(drv.cuStreamBeginCapture(s, MODE.CU_STREAM_CAPTURE_MODE_GLOBAL))
     ok(drv.cuStreamDestroy(s))
     ok(drv.cuMemFree(ok(drv.cuMemAlloc(64))))  # no capture left to prohibit it
+
+
+def test_an_executable_graphs_copy_and_set_nodes_take_new_parameters(dev) -> None:
+    from test_cpu_graphs import dtoh, memset_node
+
+    drv, ctx, fn = dev
+    x = ok(drv.cuMemAlloc(N * 4))
+    out, other = np.zeros(N, np.float32), np.zeros(N, np.float32)
+    g = ok(drv.cuGraphCreate(0))
+    fill = ok(drv.cuGraphAddMemsetNode(g, None, 0, memset_node(x, 1, N), ctx))
+    copy = ok(drv.cuGraphAddMemcpyNode(g, [fill], 1, dtoh(out, x, N * 4), ctx))
+    ex = ok(drv.cuGraphInstantiate(g, 0))
+    ok(drv.cuGraphExecMemsetNodeSetParams(ex, fill, memset_node(x, 7, N), ctx))
+    ok(drv.cuGraphExecMemcpyNodeSetParams(ex, copy, dtoh(other, x, N * 4), ctx))
+    ok(drv.cuGraphLaunch(ex, 0))
+    assert (out == 0).all() and (other.view(np.uint32) == 7).all()
+    assert drv.cuGraphExecMemsetNodeSetParams(ex, copy, memset_node(x, 7, N), ctx)[0] == \
+        R.CUDA_ERROR_INVALID_VALUE  # a memcpy node is not a memset node
