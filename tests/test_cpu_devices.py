@@ -219,12 +219,12 @@ def test_module_functions_are_the_default_drivers() -> None:
 
 
 def test_unimplemented_functions_are_absent_from_a_driver_and_a_runtime() -> None:
-    assert "cuStreamBeginCapture" in driver.REAL_FUNCTIONS
-    assert not hasattr(Driver(), "cuStreamBeginCapture")
-    with pytest.raises(AttributeError, match="cuStreamBeginCapture.*does not implement"):
-        Driver().cuStreamBeginCapture  # noqa: B018
-    with pytest.raises(AttributeError, match="cudaStreamBeginCapture.*does not implement"):
-        Runtime(Driver()).cudaStreamBeginCapture  # noqa: B018
+    assert "cuGraphicsMapResources" in driver.REAL_FUNCTIONS
+    assert not hasattr(Driver(), "cuGraphicsMapResources")
+    with pytest.raises(AttributeError, match="cuGraphicsMapResources.*does not implement"):
+        Driver().cuGraphicsMapResources  # noqa: B018
+    with pytest.raises(AttributeError, match="cudaGraphicsMapResources.*does not implement"):
+        Runtime(Driver()).cudaGraphicsMapResources  # noqa: B018
     assert Driver.IMPLEMENTED == driver.IMPLEMENTED
     assert Runtime.IMPLEMENTED == runtime.IMPLEMENTED
 

@@ -146,10 +146,10 @@ def test_every_non_function_name_of_the_real_module_is_reexported():
 
 
 def test_unimplemented_functions_are_absent_with_a_named_error():
-    assert "cuStreamBeginCapture" in driver.REAL_FUNCTIONS
-    assert not hasattr(driver, "cuStreamBeginCapture")
-    with pytest.raises(AttributeError, match="cuStreamBeginCapture.*does not implement"):
-        driver.cuStreamBeginCapture  # noqa: B018
+    assert "cuGraphicsMapResources" in driver.REAL_FUNCTIONS
+    assert not hasattr(driver, "cuGraphicsMapResources")
+    with pytest.raises(AttributeError, match="cuGraphicsMapResources.*does not implement"):
+        driver.cuGraphicsMapResources  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'cuNotAFunction'$"):
         driver.cuNotAFunction  # noqa: B018
 

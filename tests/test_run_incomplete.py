@@ -50,7 +50,7 @@ def program(tmp_path: Path, body: str) -> Path:
 
 UNIMPLEMENTED = """\
 try:
-    runtime.cudaStreamBeginCapture(0, 0)
+    runtime.cudaGraphicsMapResources(1, None, 0)
 except RuntimeError as e:  # the program handles it and exits 0
     print("handled:", e)
 """
@@ -62,12 +62,12 @@ def test_an_unimplemented_call_is_reported_at_its_site_and_exits_2(tmp_path: Pat
     assert rc == 2, out
     assert doc["exit_code"] == 0  # the program's own status is kept in the report
     assert doc["unimplemented_calls"] == [{
-        "name": "cudaStreamBeginCapture", "site": f"app.py:{line_of(app, 'cudaStreamBeginCapture')}",
+        "name": "cudaGraphicsMapResources", "site": f"app.py:{line_of(app, 'cudaGraphicsMapResources')}",
         "reason": "not implemented by gpusafe's CPU device", "count": 1}]
     assert doc["summary"]["unimplemented_calls"] == 1
-    assert "handled: cudaStreamBeginCapture is not implemented by gpusafe's CPU device" in out
-    assert f"not implemented: cudaStreamBeginCapture at app.py:{line_of(app, 'cudaStreamBeginCapture')}" in out
-    assert "could not serve (first: cudaStreamBeginCapture" in out
+    assert "handled: cudaGraphicsMapResources is not implemented by gpusafe's CPU device" in out
+    assert f"not implemented: cudaGraphicsMapResources at app.py:{line_of(app, 'cudaGraphicsMapResources')}" in out
+    assert "could not serve (first: cudaGraphicsMapResources" in out
 
 
 @pytest.mark.parametrize("flag", ["--allow-unchecked", "--no-check"])
@@ -75,7 +75,7 @@ def test_neither_allow_unchecked_nor_no_check_accepts_an_unimplemented_call(
         tmp_path: Path, flag: str) -> None:
     rc, doc, out = gpusafe_run(tmp_path, flag, "python", str(program(tmp_path, UNIMPLEMENTED)))
     assert rc == 2, out
-    assert [c["name"] for c in doc["unimplemented_calls"]] == ["cudaStreamBeginCapture"]
+    assert [c["name"] for c in doc["unimplemented_calls"]] == ["cudaGraphicsMapResources"]
 
 
 def test_a_feature_the_device_lacks_is_reported_with_its_reason(tmp_path: Path) -> None:

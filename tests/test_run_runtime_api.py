@@ -232,9 +232,9 @@ def test_driver_and_runtime_share_the_registry(tmp_path: Path) -> None:
 
 
 def test_unimplemented_runtime_function_is_named_on_the_cpu_device(tmp_path: Path) -> None:
-    app = write_program(tmp_path, "cudart.cudaStreamBeginCapture(0, 0)\n")
+    app = write_program(tmp_path, "cudart.cudaGraphicsMapResources(1, None, 0)\n")
     rc, doc, out = gpusafe_run(tmp_path, "python", str(app))
-    assert "NotImplementedError: cudaStreamBeginCapture is not implemented by gpusafe's CPU device" in out
+    assert "NotImplementedError: cudaGraphicsMapResources is not implemented by gpusafe's CPU device" in out
     assert doc["exit_code"] == 1
 
 
@@ -372,8 +372,8 @@ def test_errors_map_from_the_driver_and_have_names(fresh) -> None:
 
 
 def test_unimplemented_functions_are_absent_and_named() -> None:
-    assert "cudaMalloc" in rt.IMPLEMENTED and "cudaStreamBeginCapture" not in rt.IMPLEMENTED
-    assert not hasattr(rt, "cudaStreamBeginCapture")
+    assert "cudaMalloc" in rt.IMPLEMENTED and "cudaGraphicsMapResources" not in rt.IMPLEMENTED
+    assert not hasattr(rt, "cudaGraphicsMapResources")
     with pytest.raises(AttributeError, match="cudaLibraryLoadData is a cuda.bindings.runtime"):
         rt.cudaLibraryLoadData  # noqa: B018
     assert rt.cudaMemcpyKind is __import__("cuda.bindings.runtime").bindings.runtime.cudaMemcpyKind

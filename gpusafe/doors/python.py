@@ -51,15 +51,21 @@ def _counted_launches(real: dict[str, Any], findings: Findings,
     """Without checking, the launches still count: as launches of ``*``,
     unchecked by request, so the report says how many kernels ran unchecked."""
 
-    def counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    capturing = getattr(backend_driver, "cuStreamIsCapturing", None)
+
+    def counted(fn: Callable[..., Any], stream: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any) -> Any:
-            findings.report.record_unchecked("*", NO_CHECK, requested=True)
+            # a launch on a capturing stream is a node: it counts when its graph runs
+            if capturing is None or capturing(stream(*args))[1] != 1:
+                findings.report.record_unchecked("*", NO_CHECK, requested=True)
             return fn(*args)
 
         return wrapper
 
-    wrapped = {n: counted(real[n]) for n in ("cuLaunchKernel", "cuLaunchKernelEx",
-                                             "cuLaunchCooperativeKernel") if n in real}
+    streams = {"cuLaunchKernel": lambda *a: a[8],
+               "cuLaunchKernelEx": lambda *a: getattr(a[0], "hStream", None),
+               "cuLaunchCooperativeKernel": lambda *a: a[8]}
+    wrapped = {n: counted(real[n], stream) for n, stream in streams.items() if n in real}
     route = getattr(backend_driver, "set_graph_calls", None)
     if route is not None:
         route(wrapped)  # graph kernel nodes count as launches too

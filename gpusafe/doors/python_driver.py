@@ -38,6 +38,7 @@ class DriverDoor(ApiWrappers):
         E = engine.E
         super().__init__(engine, real, E.CUDA_SUCCESS, E.CUDA_ERROR_INVALID_VALUE)
         self.graphs_routed = False  # set once the backend runs graph nodes through the door
+        self.kept: list[Any] = []  # kernel nodes' argument copies live as long as the door
 
     def address_range_wrapper(self) -> Callable[..., Any]:
         """``cuMemGetAddressRange``: the allocation as the program asked for
@@ -148,11 +149,41 @@ class DriverDoor(ApiWrappers):
 
     # -- launches --------------------------------------------------------------
 
+    def _node_arguments(self, name: str, function: Any, kernel_params: Any,
+                        extra: Any) -> tuple[Any, Any] | None:
+        """A kernel node's arguments (graph node, updated node or captured
+        launch): the program's laid out for the instrumented kernel, whose
+        launch-context slot :meth:`Engine.launch` fills at each graph launch;
+        the program's own for a kernel that runs unchecked.  None when the
+        backend cannot route graph kernels through the door (reported)."""
+        if not self.graphs_routed:
+            unrouted_graph_node(self.engine, name)
+            return None
+        try:
+            array = self.engine.graph_kernel_params(function, kernel_params, extra)
+        except (AttributeError, TypeError):
+            return kernel_params, extra
+        except ParamError:
+            return (self.invalid, None)
+        if array is None:
+            return kernel_params, extra
+        self.kept.append(array)
+        return array.address, 0
+
     def launch_wrapper(self) -> Callable[..., Any]:
+        """``cuLaunchKernel``: a checked launch, or on a capturing stream a
+        kernel node (checked at each launch of its graph)."""
         real = self.real["cuLaunchKernel"]
         engine = self.engine
 
         def wrapper(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra):
+            if self._capturing(stream):
+                args = self._node_arguments("cuLaunchKernel", f, kernelParams, extra)
+                if args is None:
+                    return (engine.E.CUDA_ERROR_NOT_SUPPORTED,)
+                if args[0] is self.invalid:
+                    return (self.invalid,)
+                return real(f, gx, gy, gz, bx, by, bz, shared, stream, *args)
             return engine.launch(
                 f, shared, kernelParams, extra,
                 lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
@@ -179,6 +210,13 @@ class DriverDoor(ApiWrappers):
         engine = self.engine
 
         def wrapper(config, f, kernelParams, extra):
+            if hasattr(config, "hStream") and self._capturing(config.hStream):
+                args = self._node_arguments("cuLaunchKernelEx", f, kernelParams, extra)
+                if args is None:
+                    return (engine.E.CUDA_ERROR_NOT_SUPPORTED,)
+                if args[0] is self.invalid:
+                    return (self.invalid,)
+                return real(config, f, *args)
             shared = int(config.sharedMemBytes) if config is not None else 0
             return engine.launch(f, shared, kernelParams, extra,
                                  lambda kp, ex: real(config, f, kp, ex),
@@ -187,34 +225,32 @@ class DriverDoor(ApiWrappers):
 
         return wrapper
 
-    def graph_kernel_node_wrapper(self) -> Callable[..., Any]:
-        """``cuGraphAddKernelNode``: the node gets the program's arguments laid
-        out for the instrumented kernel, so the backend can copy them; each
-        launch of the node then goes through :meth:`launch_wrapper`."""
-        real = self.real["cuGraphAddKernelNode"]
-        engine = self.engine
-        kept: list[Any] = []  # the argument copies live as long as the door
+    def graph_kernel_node_wrapper(self, name: str, index: int, n_out: int) -> Callable[..., Any]:
+        """``cuGraphAddKernelNode`` (``cuGraphKernelNodeSetParams``,
+        ``cuGraphExecKernelNodeSetParams``): the node's parameters, argument
+        ``index``, get the program's arguments laid out for the instrumented
+        kernel, so the backend can copy them; each launch of the node then
+        goes through :meth:`launch_wrapper`."""
+        real = self.real[name]
+        failed = (None,) * n_out
 
-        def wrapper(hGraph, dependencies, numDependencies, nodeParams):
-            if not self.graphs_routed:
-                unrouted_graph_node(engine, "cuGraphAddKernelNode")
-                return (engine.E.CUDA_ERROR_NOT_SUPPORTED, None)
+        def wrapper(*args):
+            nodeParams = args[index]
             try:
-                array = engine.graph_kernel_params(nodeParams.func, nodeParams.kernelParams,
-                                                   nodeParams.extra)
-            except (AttributeError, TypeError):
-                return real(hGraph, dependencies, numDependencies, nodeParams)
-            except ParamError:
-                return (self.invalid, None)
-            if array is None:
-                return real(hGraph, dependencies, numDependencies, nodeParams)
+                found = self._node_arguments(name, nodeParams.func, nodeParams.kernelParams,
+                                             nodeParams.extra)
+            except AttributeError:
+                return real(*args)  # not a CUDA_KERNEL_NODE_PARAMS: the backend's TypeError
+            if found is None:
+                return (self.engine.E.CUDA_ERROR_NOT_SUPPORTED, *failed)
+            if found[0] is self.invalid:
+                return (self.invalid, *failed)
             node = CUDA_KERNEL_NODE_PARAMS()
             for field in ("func", "gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY",
                           "blockDimZ", "sharedMemBytes"):
                 setattr(node, field, getattr(nodeParams, field))
-            node.kernelParams, node.extra = array.address, 0
-            kept.append(array)
-            return real(hGraph, dependencies, numDependencies, node)
+            node.kernelParams, node.extra = found
+            return real(*args[:index], node, *args[index + 1:])
 
         return wrapper
 
@@ -315,7 +351,12 @@ class DriverDoor(ApiWrappers):
             "cuLaunchKernel": self.launch_wrapper,
             "cuLaunchKernelEx": self.launch_ex_wrapper,
             "cuLaunchCooperativeKernel": self.cooperative_launch_wrapper,
-            "cuGraphAddKernelNode": self.graph_kernel_node_wrapper,
+            "cuGraphAddKernelNode": functools.partial(
+                self.graph_kernel_node_wrapper, "cuGraphAddKernelNode", 3, 1),
+            "cuGraphKernelNodeSetParams": functools.partial(
+                self.graph_kernel_node_wrapper, "cuGraphKernelNodeSetParams", 1, 0),
+            "cuGraphExecKernelNodeSetParams": functools.partial(
+                self.graph_kernel_node_wrapper, "cuGraphExecKernelNodeSetParams", 2, 0),
             "cuCtxDestroy": self.ctx_destroy_wrapper,
             "cuMemGetAddressRange": self.address_range_wrapper,
             "cuMemMap": self.map_wrapper,

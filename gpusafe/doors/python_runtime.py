@@ -136,37 +136,44 @@ class RuntimeDoor(ApiWrappers):
                      "cudaStreamQuery", "cudaEventQuery"):
             add(name, functools.partial(self.sync_wrapper, name))
         add("cudaDeviceReset", self.device_reset_wrapper)
-        add("cudaGraphAddKernelNode", self.graph_kernel_node_wrapper)
+        for name, index, n_out in (("cudaGraphAddKernelNode", 3, 1),
+                                   ("cudaGraphKernelNodeSetParams", 1, 0),
+                                   ("cudaGraphExecKernelNodeSetParams", 2, 0)):
+            add(name, functools.partial(self.graph_kernel_node_wrapper, name, index, n_out))
         return w
 
-    def graph_kernel_node_wrapper(self) -> Callable[..., Any]:
-        """``cudaGraphAddKernelNode``: the node gets the program's arguments laid
-        out for the instrumented kernel (as the driver door's twin does); each
-        launch of the node is then a checked ``cuLaunchKernel``."""
-        real = self.real["cudaGraphAddKernelNode"]
+    def graph_kernel_node_wrapper(self, name: str, index: int, n_out: int) -> Callable[..., Any]:
+        """``cudaGraphAddKernelNode`` (``cudaGraphKernelNodeSetParams``,
+        ``cudaGraphExecKernelNodeSetParams``): the node's parameters, argument
+        ``index``, get the program's arguments laid out for the instrumented
+        kernel (as the driver door's twin does); each launch of the node is
+        then a checked ``cuLaunchKernel``."""
+        real = self.real[name]
         engine = self.engine
+        failed = (None,) * n_out
         kept: list[Any] = []  # the argument copies live as long as the door
 
-        def wrapper(graph, pDependencies, numDependencies, pNodeParams):
+        def wrapper(*args):
+            pNodeParams = args[index]
             if getattr(engine.driver, "set_graph_calls", None) is None:
-                unrouted_graph_node(engine, "cudaGraphAddKernelNode")
-                return (cudaError_t.cudaErrorNotSupported, None)
+                unrouted_graph_node(engine, name)
+                return (cudaError_t.cudaErrorNotSupported, *failed)
             try:
                 array = engine.graph_kernel_params(int(pNodeParams.func),
                                                    pNodeParams.kernelParams, pNodeParams.extra)
             except (AttributeError, TypeError):
-                return real(graph, pDependencies, numDependencies, pNodeParams)
+                return real(*args)
             except ParamError:
-                return (self.invalid, None)
+                return (self.invalid, *failed)
             if array is None:
-                return real(graph, pDependencies, numDependencies, pNodeParams)
+                return real(*args)
             node = cudaKernelNodeParams()
             node.func, node.gridDim, node.blockDim = (pNodeParams.func, pNodeParams.gridDim,
                                                       pNodeParams.blockDim)
             node.sharedMemBytes = pNodeParams.sharedMemBytes
             node.kernelParams, node.extra = array.address, 0
             kept.append(array)
-            return real(graph, pDependencies, numDependencies, node)
+            return real(*args[:index], node, *args[index + 1:])
 
         return wrapper
 

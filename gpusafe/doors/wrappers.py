@@ -16,6 +16,8 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
+from cuda.bindings.driver import CUresult
+
 from ..cudaapi.args import c_int
 from ..engine.callsite import program_site
 from ..engine.checking import Engine
@@ -63,6 +65,20 @@ class ApiWrappers:
         self.ok = ok  # the API's success code
         self.invalid = invalid  # the API's invalid-value code: what a refused call returns
 
+    def _capturing(self, stream: Any) -> bool:
+        """Whether ``stream`` is capturing (an invalidated capture included:
+        the backend gives the call its error).  A stream the query refuses
+        (the legacy stream beside a capture, a bad handle) is taken as not
+        capturing, and the backend answers the call as it answered the query."""
+        query = getattr(self.engine.driver, "cuStreamIsCapturing", None)
+        if query is None:
+            return False
+        try:
+            err, status = query(stream)
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            return False
+        return err == CUresult.CUDA_SUCCESS and int(status) != 0
+
     # -- allocation and free -------------------------------------------------
 
     def alloc_wrapper(self, name: str) -> Callable[..., Any]:
@@ -105,6 +121,10 @@ class ApiWrappers:
         def wrapper(pointer, *rest):
             where = address(pointer)
             if where is None or (where == 0 and self.null_free_passes):
+                return real(pointer, *rest)
+            if rest and self._capturing(rest[0]):
+                # a stream-ordered free in a capture would be a graph node; the
+                # backend answers it (the CPU device cannot record one), unjudged
                 return real(pointer, *rest)
             verdict = engine.free(name, where, program_site())
             if verdict.violation is not None:

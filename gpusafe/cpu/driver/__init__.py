@@ -108,8 +108,11 @@ device attributes), :mod:`.contexts`, :mod:`.memory_calls` (allocations),
 and events), :mod:`.memory_kinds` (managed and registered host memory),
 :mod:`.pools` (stream-ordered allocation, memory pools), :mod:`.vmm`
 (virtual memory management), :mod:`.pointers` (pointer attributes), :mod:`.graphs` (CUDA graphs built
-explicitly; their nodes run through :meth:`Driver.set_graph_calls`), :mod:`.arrays` (CUDA
-arrays, 2D/3D copies), :mod:`.textures` (texture and surface objects).
+explicitly; their nodes run through :meth:`Driver.set_graph_calls`), :mod:`.graph_nodes`
+(cloning, child and event nodes, executable-graph updates), :mod:`.capture` and
+:mod:`.capture_work` (stream capture; the capture-aware calls come first in
+:class:`Driver`'s bases, so they see a call before the group that runs it),
+:mod:`.arrays` (CUDA arrays, 2D/3D copies), :mod:`.textures` (texture and surface objects).
 """
 
 from __future__ import annotations
@@ -121,10 +124,10 @@ from cuda.bindings import driver as _real
 from ..bindings import implemented, missing, reexport
 from ..memory import QUARANTINE, RED_ZONE, DeviceMemory
 from .api import REAL_FUNCTIONS
+from .capture_work import CaptureWorkCalls
 from .contexts import ContextCalls
 from .copies import CopyCalls
 from .devices import DeviceCalls
-from .graphs import GraphCalls
 from .memory_kinds import MemoryKindCalls
 from .modules import ModuleCalls
 from .pointers import PointerCalls
@@ -137,8 +140,8 @@ from .vmm import VmmCalls
 reexport(_real, "cu", globals())
 
 
-class Driver(DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls, ModuleCalls,
-             GraphCalls, StreamCalls, VmmCalls, PointerCalls, TextureCalls):
+class Driver(CaptureWorkCalls, DeviceCalls, ContextCalls, MemoryKindCalls, PoolCalls, CopyCalls,
+             ModuleCalls, StreamCalls, VmmCalls, PointerCalls, TextureCalls):
     """One CPU device behind cuda-python's driver API.
 
     ``red_zone`` and ``quarantine`` (bytes) are its memory's padding after

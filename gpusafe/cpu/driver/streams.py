@@ -165,8 +165,9 @@ class StreamCalls(DriverBase):
 
     @api(0)
     def cuEventRecordWithFlags(self, hEvent: Any, hStream: Any, flags: Any) -> None:
-        """``CU_EVENT_RECORD_EXTERNAL`` matters only in stream capture, which
-        the CPU device does not have: the record is an ordinary one."""
+        """``CU_EVENT_RECORD_EXTERNAL`` matters only in stream capture (where
+        :mod:`.capture_work` records an event-record node): outside a capture
+        the record is an ordinary one."""
         f = _args.c_int(flags, "unsigned int", "flags")
         if f & ~_EVENT_RECORD_EXTERNAL:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, f"unknown event record flags {f:#x}")

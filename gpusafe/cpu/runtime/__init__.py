@@ -61,8 +61,9 @@ Modules by job: :mod:`.base` (the driver under it, last errors, the implicit
 context, a method as a cuda-python call), :mod:`.devices` (errors, versions,
 the device), :mod:`.memory_calls` (allocations, copies, sets),
 :mod:`.streams` (streams and events), :mod:`.graphs` (CUDA graphs built
-explicitly, on the driver's), :mod:`.textures` (arrays, 2D/3D copies, texture
-and surface objects, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
+explicitly, on the driver's), :mod:`.graph_nodes` (cloning, child and event
+nodes, updates), :mod:`.capture` (stream capture, on the driver's), :mod:`.textures`
+(arrays, 2D/3D copies, texture and surface objects, on the driver's). cuda-bindings 13 has no ``cudaLaunchKernel``; kernels
   are launched through the driver API (``cuModuleLoadData`` +
   ``cuLaunchKernel``) with runtime pointers as arguments.
 """
@@ -77,7 +78,9 @@ from ..bindings import implemented, missing, reexport
 from ..driver import Driver, default_driver
 from .base import REAL_FUNCTIONS
 from .base import to_cuda_error as to_cuda_error
+from .capture import CaptureCalls
 from .devices import DeviceCalls
+from .graph_nodes import GraphNodeCalls
 from .graphs import GraphCalls
 from .memory_calls import PITCH_ALIGNMENT as PITCH_ALIGNMENT
 from .memory_calls import MemoryCalls
@@ -90,7 +93,7 @@ from .textures import TextureCalls
 reexport(_real, "cuda", globals())
 
 class Runtime(DeviceCalls, MemoryCalls, MemoryKindCalls, PoolCalls, StreamCalls, GraphCalls,
-              TextureCalls):
+              GraphNodeCalls, CaptureCalls, TextureCalls):
     """cuda-python's runtime API on one CPU device (the driver ``driver``)."""
 
     IMPLEMENTED: frozenset[str] = frozenset()

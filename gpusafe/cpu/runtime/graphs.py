@@ -22,6 +22,7 @@ from cuda.bindings.runtime import (
     cudaHostFn_t,
     cudaHostNodeParams,
     cudaKernelNodeParams,
+    cudaMemcpy3DParms,
     cudaMemcpyKind,
     cudaMemsetParams,
 )
@@ -42,6 +43,48 @@ def _graph(graph: Any) -> _drv.CUgraph:
     return _drv.CUgraph(_args.handle_value(graph, cudaGraph_t))
 
 
+def kernel_params(pNodeParams: Any) -> _drv.CUDA_KERNEL_NODE_PARAMS:
+    """A runtime kernel node's parameters as the driver's (``func`` a ``CUfunction``)."""
+    _args.require_struct(pNodeParams, cudaKernelNodeParams, "pNodeParams")
+    p = _drv.CUDA_KERNEL_NODE_PARAMS()
+    p.func = _drv.CUfunction(int(pNodeParams.func))
+    p.gridDimX, p.gridDimY, p.gridDimZ = (int(pNodeParams.gridDim.x),
+                                          int(pNodeParams.gridDim.y),
+                                          int(pNodeParams.gridDim.z))
+    p.blockDimX, p.blockDimY, p.blockDimZ = (int(pNodeParams.blockDim.x),
+                                             int(pNodeParams.blockDim.y),
+                                             int(pNodeParams.blockDim.z))
+    p.sharedMemBytes = int(pNodeParams.sharedMemBytes)
+    p.kernelParams = int(pNodeParams.kernelParams)
+    p.extra = int(pNodeParams.extra)
+    return p
+
+
+def memset_params(pMemsetParams: Any) -> _drv.CUDA_MEMSET_NODE_PARAMS:
+    _args.require_struct(pMemsetParams, cudaMemsetParams, "pMemsetParams")
+    m = _drv.CUDA_MEMSET_NODE_PARAMS()
+    for name in ("dst", "value", "elementSize", "width", "height", "pitch"):
+        setattr(m, name, int(getattr(pMemsetParams, name)))
+    return m
+
+
+def memcpy_1d(dst: Any, src: Any, count: Any, kind: Any) -> _drv.CUDA_MEMCPY3D:
+    """``cudaGraphAddMemcpyNode1D``'s copy as the driver's ``CUDA_MEMCPY3D``."""
+    n = _args.c_int(count, "size_t", "count")
+    if not isinstance(kind, cudaMemcpyKind):
+        raise TypeError(f"Argument 'kind' is not instance of type (expected "
+                        f"<class 'cuda.bindings.runtime.cudaMemcpyKind'>, found "
+                        f"{type(kind)})")
+    c = _drv.CUDA_MEMCPY3D()
+    for side, address, is_dst in (("dst", dst, True), ("src", src, False)):
+        memory = _side(kind, is_dst)
+        setattr(c, f"{side}MemoryType", memory)
+        value = _args.host_pointer(address).address
+        setattr(c, f"{side}Host" if memory == _HOST else f"{side}Device", value)
+    c.WidthInBytes, c.Height, c.Depth = n, 1, 1
+    return c
+
+
 def _side(kind: Any, is_dst: bool) -> Any:
     K = cudaMemcpyKind
     if kind == K.cudaMemcpyDefault:
@@ -55,6 +98,30 @@ def _side(kind: Any, is_dst: bool) -> Any:
     if kind in host:
         return _HOST
     raise Fail(cudaError_t.cudaErrorInvalidMemcpyDirection)
+
+
+def memcpy_3d(p: Any) -> _drv.CUDA_MEMCPY3D:
+    """``cudaMemcpy3DParms`` as the driver's ``CUDA_MEMCPY3D`` (linear memory:
+    a side on a CUDA array is the driver's ``NOT_SUPPORTED``)."""
+    _args.require_struct(p, cudaMemcpy3DParms, "pCopyParams")
+    kind = _args.require_enum(p.kind, cudaMemcpyKind, "kind")
+    c = _drv.CUDA_MEMCPY3D()
+    for side, is_dst in (("dst", True), ("src", False)):
+        ptr, pos = getattr(p, f"{side}Ptr"), getattr(p, f"{side}Pos")
+        if int(getattr(p, f"{side}Array")):
+            setattr(c, f"{side}MemoryType", _drv.CUmemorytype.CU_MEMORYTYPE_ARRAY)
+            continue
+        memory = _side(kind, is_dst)
+        setattr(c, f"{side}MemoryType", memory)
+        setattr(c, f"{side}Host" if memory == _HOST else f"{side}Device", int(ptr.ptr))
+        setattr(c, f"{side}Pitch", int(ptr.pitch))
+        setattr(c, f"{side}Height", int(ptr.ysize))
+        setattr(c, f"{side}XInBytes", int(pos.x))
+        setattr(c, f"{side}Y", int(pos.y))
+        setattr(c, f"{side}Z", int(pos.z))
+    c.WidthInBytes, c.Height, c.Depth = (int(p.extent.width), int(p.extent.height),
+                                         int(p.extent.depth))
+    return c
 
 
 class GraphCalls(RuntimeBase):
@@ -79,36 +146,21 @@ class GraphCalls(RuntimeBase):
     @api(1)
     def cudaGraphAddKernelNode(self, graph: Any, pDependencies: Any, numDependencies: Any,
                                pNodeParams: Any) -> cudaGraphNode_t:
-        _args.require_struct(pNodeParams, cudaKernelNodeParams, "pNodeParams")
-        p = _drv.CUDA_KERNEL_NODE_PARAMS()
-        p.func = _drv.CUfunction(int(pNodeParams.func))
-        p.gridDimX, p.gridDimY, p.gridDimZ = (int(pNodeParams.gridDim.x),
-                                              int(pNodeParams.gridDim.y),
-                                              int(pNodeParams.gridDim.z))
-        p.blockDimX, p.blockDimY, p.blockDimZ = (int(pNodeParams.blockDim.x),
-                                                 int(pNodeParams.blockDim.y),
-                                                 int(pNodeParams.blockDim.z))
-        p.sharedMemBytes = int(pNodeParams.sharedMemBytes)
-        p.kernelParams = int(pNodeParams.kernelParams)
-        p.extra = int(pNodeParams.extra)
         return self._node(self.driver.cuGraphAddKernelNode(
-            _graph(graph), _deps(pDependencies), numDependencies, p))
+            _graph(graph), _deps(pDependencies), numDependencies, kernel_params(pNodeParams)))
 
     @api(1)
     def cudaGraphAddMemcpyNode1D(self, graph: Any, pDependencies: Any, numDependencies: Any,
                                  dst: Any, src: Any, count: Any, kind: Any) -> cudaGraphNode_t:
-        n = _args.c_int(count, "size_t", "count")
-        if not isinstance(kind, cudaMemcpyKind):
-            raise TypeError(f"Argument 'kind' is not instance of type (expected "
-                            f"<class 'cuda.bindings.runtime.cudaMemcpyKind'>, found "
-                            f"{type(kind)})")
-        c = _drv.CUDA_MEMCPY3D()
-        for side, address, is_dst in (("dst", dst, True), ("src", src, False)):
-            memory = _side(kind, is_dst)
-            setattr(c, f"{side}MemoryType", memory)
-            value = _args.host_pointer(address).address
-            setattr(c, f"{side}Host" if memory == _HOST else f"{side}Device", value)
-        c.WidthInBytes, c.Height, c.Depth = n, 1, 1
+        c = memcpy_1d(dst, src, count, kind)
+        return self._node(self.driver.cuGraphAddMemcpyNode(
+            _graph(graph), _deps(pDependencies), numDependencies, c,
+            check(self.driver.cuCtxGetCurrent())))
+
+    @api(1)
+    def cudaGraphAddMemcpyNode(self, graph: Any, pDependencies: Any, numDependencies: Any,
+                               pCopyParams: Any) -> cudaGraphNode_t:
+        c = memcpy_3d(pCopyParams)
         return self._node(self.driver.cuGraphAddMemcpyNode(
             _graph(graph), _deps(pDependencies), numDependencies, c,
             check(self.driver.cuCtxGetCurrent())))
@@ -116,10 +168,7 @@ class GraphCalls(RuntimeBase):
     @api(1)
     def cudaGraphAddMemsetNode(self, graph: Any, pDependencies: Any, numDependencies: Any,
                                pMemsetParams: Any) -> cudaGraphNode_t:
-        _args.require_struct(pMemsetParams, cudaMemsetParams, "pMemsetParams")
-        m = _drv.CUDA_MEMSET_NODE_PARAMS()
-        for name in ("dst", "value", "elementSize", "width", "height", "pitch"):
-            setattr(m, name, int(getattr(pMemsetParams, name)))
+        m = memset_params(pMemsetParams)
         return self._node(self.driver.cuGraphAddMemsetNode(
             _graph(graph), _deps(pDependencies), numDependencies, m,
             check(self.driver.cuCtxGetCurrent())))

@@ -10,7 +10,6 @@ its address as ``cuMemcpy`` does.
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 from cuda.bindings.runtime import cudaError_t, cudaMemcpyKind
@@ -122,7 +121,8 @@ class MemoryCalls(RuntimeBase):
                 return
             d, keep_d = _host_address(dst, n)
             s, keep_s = _host_address(src, n)
-            ctypes.memmove(d, s, n)
+            # through the driver's stream, so that a capturing stream records it
+            check(drv.cuMemcpyAsync(d, s, n, hs))
             del keep_d, keep_s
         else:  # cudaMemcpyDefault: each side by its address
             d, keep_d = _host_address(dst, n)
