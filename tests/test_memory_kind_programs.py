@@ -1,7 +1,7 @@
 """Programs written the way cuda-python's examples are (``tests/programs/``),
-one per family of issue 10 items 2-3 (device attributes, zero-copy,
+one per family of issue 10 items 2-3, 6 and 7 (device attributes, zero-copy,
 managed memory, stream-ordered allocation and pools, virtual memory
-management), run unchanged under
+management, ``cp.async`` copies, float launch dimensions), run unchanged under
 ``gpusafe run --device cpu``: each passes its own result check with its
 kernels checked, and a copy mutated to overflow a buffer of that memory
 kind is reported at the kernel line of the mutation, naming the allocation's
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 PROGRAMS = Path(__file__).parent / "programs"
 FAMILIES = ["device_attributes", "zero_copy", "managed_memory", "stream_ordered",
-            "vector_add_mmap"]
+            "vector_add_mmap", "global_to_shmem_async_copy", "vector_add_drv"]
 
 
 def install(tmp_path: Path, name: str, replace: list[tuple[str, str]] = ()) -> Path:
@@ -54,6 +54,7 @@ class Mutation:
     access: str
     allocated: str  # text of the program line that allocates the overflowed buffer
     entries: int = 1  # the kernel runs once per allocation overflowed
+    instruction: str = ""  # what the reported PTX instruction starts with, when it matters
 
 
 MUTATIONS = [
@@ -69,6 +70,15 @@ MUTATIONS = [
              "read", "d_a, d_b, d_c = alloc(a.nbytes)", entries=2),  # default and own pool
     Mutation("vector_add_mmap", "C[i] = A[i] + B[i];", "C[i] = A[i - 1] + B[i];",
              "read", "checkCudaErrors(driver.cuMemMap(dptr, size, 0, handle, 0))"),
+    # the source of an asynchronous global -> shared copy, one element past B
+    Mutation("global_to_shmem_async_copy",
+             "MEMCPY_ASYNC(&Bs[stage ^ 1][ty][tx], &B[b + bStep + wB * ty + tx]);",
+             "MEMCPY_ASYNC(&Bs[stage ^ 1][ty][tx], &B[b + bStep + wB * ty + tx + 1]);",
+             "read", "d_B = checkCudaErrors(runtime.cudaMalloc(mem_size_B))",
+             instruction="cp.async.ca.shared.global"),
+    # launched with a float grid size
+    Mutation("vector_add_drv", "C[i] = A[i] + B[i];", "C[i] = A[i] + B[i + 1];",
+             "read", "d_B = checkCudaErrors(driver.cuMemAlloc(size))"),
 ]
 
 
@@ -89,6 +99,7 @@ def test_an_overflow_of_the_memory_kind_is_reported_at_its_line(tmp_path: Path,
     found = [v for v in doc["violations"] if v["kind"] == "global-out-of-bounds"]
     assert [v["access"] for v in found] == [m.access] * m.entries, out
     v = found[0]
+    assert v["instruction"].startswith(m.instruction), v["instruction"]
     location = v["location"]
     if location["file"].endswith(".cu"):  # the kernel source, as NVRTC named it
         assert location["line"] == kernel_line(app, m.new)
