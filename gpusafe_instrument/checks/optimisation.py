@@ -8,6 +8,10 @@
 * **hoisted** (:class:`LoopHoister`): conditions whose inputs a loop never
   writes are computed once before the loop into a predicate the filters in
   the loop OR in.
+* **induction range** (:class:`LoopHoister` with ``ranges``): a condition on
+  an offset that follows the loop's induction variable is replaced by the
+  same condition on the largest offset the loop can reach, tested once before
+  the loop into the same predicate (the premises of that bound included).
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from .. import cfg as cfg_mod
 from .. import provenance as prov
 from ..nodes import ArgumentList, Block, Instruction, Loc, Pragma, Register, Statement
 from . import conditions as cond
+from . import ranges
 from .conditions import Cond, Form
 from .emission import Emitter
 from .planning import Access, FunctionPlan, Mode
+from .ranges import all_defs
 
 
 @dataclass(eq=False)
@@ -74,9 +80,11 @@ def _copies(acc: Access) -> bool:
 
 
 def regions(plan: FunctionPlan) -> list[list[Access]]:
-    """Runs of root/window accesses inside one basic block whose checks can
-    all be made before the first: no register a check reads is written in
-    between, and nothing in between needs the warp converged."""
+    """Runs of root/window/lookup accesses inside one basic block whose
+    checks can all be made before the first: no register a check reads is
+    written in between, and nothing in between needs the warp converged.  An
+    access whose filter reads a register written since the run began starts
+    the next run when it is a lookup (an address loaded from memory)."""
     graph = plan.graph
     body = plan.fn.body
     assert body is not None
@@ -98,6 +106,15 @@ def regions(plan: FunctionPlan) -> list[list[Access]]:
                     region = [acc]
                 elif not (cond.inputs(plan, acc) & written):
                     region.append(acc)
+                elif acc.mode is Mode.LOOKUP:
+                    # a pointer loaded since the region began (a linked
+                    # list's next node): the region ends before it and a new
+                    # one starts with it.  Root and window accesses stay on
+                    # their own instead: they usually join the old region
+                    # later at no cost (merged offset ranges), measured
+                    if len(region) > 1:
+                        out.append(region)
+                    region, written = [acc], set()
             if region and type(st) is Instruction:
                 written.update(prov.defs(st))
         if len(region) > 1:
@@ -207,18 +224,6 @@ def writes(st: Statement) -> set[str]:
     return out
 
 
-def all_defs(st: Statement) -> set[str]:
-    """Registers a top-level statement (an instruction or a ``{ }`` block) writes."""
-    if type(st) is Instruction:
-        return set(prov.defs(st))
-    if type(st) is Block:
-        out: set[str] = set()
-        for inner in st.statements:
-            out |= all_defs(inner)
-        return out
-    return set()
-
-
 # --------------------------------------------------------------------------
 # loop-invariant checks
 
@@ -235,6 +240,8 @@ class LoopHoister:
         self._defs_cache: dict[int, set[str]] = {}
         self._invariant: dict[int, tuple[int, str, list[Cond]]] = {}
         self._innermost: dict[int, int] | None = None  # block -> its innermost loop's header
+        self._ranges: dict[tuple[int, str], str] = {}  # (loop, offset register) -> its bound
+        self._setup: dict[int, list[Statement]] = {}  # loop -> code computing the bounds
 
     def _loop_of(self, index: int) -> int | None:
         """The innermost loop (its header block) holding top-level statement ``index``."""
@@ -295,6 +302,11 @@ class LoopHoister:
             if (c.form in self._HOISTABLE and not cond.constant_failure(self.plan, c)
                     and (c.reg is None or c.reg not in written)):
                 hoist.append(c)
+                continue
+            bounded = self._induction_bound(c, header, index)
+            if bounded is not None:
+                hoist.append(bounded)
+                self.plan.stats.removed["induction-range"] += 1
             else:
                 keep.append(c)
         if not hoist:
@@ -304,10 +316,37 @@ class LoopHoister:
         self.plan.stats.removed["hoisted-out-of-loop"] += len(hoist)
         return keep, pred
 
+    def _induction_bound(self, c: Cond, header: int, index: int) -> Cond | None:
+        """``c`` on the largest offset the loop's induction variable gives
+        its register (``ranges``), or None when the loop or the register is
+        not of that shape.  A negative start is left in the loop: the bound
+        is only of the largest offset."""
+        plan = self.plan
+        if c.form not in (Form.ROOT_OFFSET, Form.WINDOW_OFFSET) or c.reg is None \
+                or c.start < 0 or cond.constant_failure(plan, c) or plan.bits(c.reg) != 64:
+            return None
+        key = (header, c.reg)
+        top = self._ranges.get(key)
+        if top is None:
+            ind = ranges.induction(plan, header, c.reg, index)
+            if ind is None:
+                return None
+            em = self.emitter
+            top = em.reg(f"top{len(self._ranges)}", ".b64")
+            premise = em.reg(f"rng{header}", ".pred")
+            fresh = header not in self._setup
+            self._setup.setdefault(header, []).extend(ranges.preheader_code(
+                ind, top, premise, em.reg("m", ".b32"), em.reg("mx", ".b32"),
+                fresh=fresh))
+            self._ranges[key] = top
+        return Cond(c.form, top, c.root, c.align, c.start, c.end)
+
     def preheader_code(self) -> dict[int, list[Statement]]:
         """Statement index -> the invariant checks to insert before it."""
         out: dict[int, list[Statement]] = {}
-        for at, pred, conds in self._invariant.values():
-            code = self.emitter.emit(cond.merge(self.plan, conds), None, pred=pred)
-            out.setdefault(at, []).extend(code)
+        for header, (at, pred, conds) in self._invariant.items():
+            setup = self._setup.get(header, [])
+            seed = self.emitter.reg(f"rng{header}", ".pred") if setup else None
+            code = self.emitter.emit(cond.merge(self.plan, conds), None, pred=pred, seed=seed)
+            out.setdefault(at, []).extend(setup + code)
         return out
