@@ -242,6 +242,7 @@ class LoopHoister:
         self._innermost: dict[int, int] | None = None  # block -> its innermost loop's header
         self._ranges: dict[tuple[int, str], str] = {}  # (loop, offset register) -> its bound
         self._setup: dict[int, list[Statement]] = {}  # loop -> code computing the bounds
+        self._trips: set[int] = set()  # loops whose iteration count the setup computes
 
     def _loop_of(self, index: int) -> int | None:
         """The innermost loop (its header block) holding top-level statement ``index``."""
@@ -305,7 +306,7 @@ class LoopHoister:
                 continue
             bounded = self._induction_bound(c, header, index)
             if bounded is not None:
-                hoist.append(bounded)
+                hoist.extend(bounded)
                 self.plan.stats.removed["induction-range"] += 1
             else:
                 keep.append(c)
@@ -316,30 +317,61 @@ class LoopHoister:
         self.plan.stats.removed["hoisted-out-of-loop"] += len(hoist)
         return keep, pred
 
-    def _induction_bound(self, c: Cond, header: int, index: int) -> Cond | None:
-        """``c`` on the largest offset the loop's induction variable gives
-        its register (``ranges``), or None when the loop or the register is
-        not of that shape.  A negative start is left in the loop: the bound
-        is only of the largest offset."""
+    def _induction_bound(self, c: Cond, header: int, index: int) -> list[Cond] | None:
+        """``c`` on the offsets (or addresses) the loop's induction gives its
+        register (``ranges``): on the largest offset, or on the first and
+        last address; None when the loop or the register is not of such a
+        shape.  An offset condition with a negative start stays in the loop
+        (only the largest offset is bounded)."""
         plan = self.plan
-        if c.form not in (Form.ROOT_OFFSET, Form.WINDOW_OFFSET) or c.reg is None \
-                or c.start < 0 or cond.constant_failure(plan, c) or plan.bits(c.reg) != 64:
+        if c.reg is None or cond.constant_failure(plan, c) or plan.bits(c.reg) != 64:
             return None
         key = (header, c.reg)
-        top = self._ranges.get(key)
-        if top is None:
-            ind = ranges.induction(plan, header, c.reg, index)
-            if ind is None:
-                return None
-            em = self.emitter
-            top = em.reg(f"top{len(self._ranges)}", ".b64")
-            premise = em.reg(f"rng{header}", ".pred")
-            fresh = header not in self._setup
-            self._setup.setdefault(header, []).extend(ranges.preheader_code(
-                ind, top, premise, em.reg("m", ".b32"), em.reg("mx", ".b32"),
-                fresh=fresh))
-            self._ranges[key] = top
-        return Cond(c.form, top, c.root, c.align, c.start, c.end)
+        if c.form in (Form.ROOT_OFFSET, Form.WINDOW_OFFSET) and c.start >= 0:
+            top = self._ranges.get(key)
+            if top is None:
+                ind = ranges.induction(plan, header, c.reg, index)
+                if ind is None:
+                    return None
+                em = self.emitter
+                top = em.reg(f"top{len(self._ranges)}", ".b64")
+                self._add_setup(header, lambda fresh: ranges.preheader_code(
+                    ind, top, self._premise(header), em.reg("m", ".b32"),
+                    em.reg("mx", ".b32"), fresh=fresh))
+                self._ranges[key] = top
+            return [Cond(c.form, top, c.root, c.align, c.start, c.end)]
+        if c.form is Form.ROOT_ADDRESS:
+            ends = self._ranges.get(key)
+            if ends is None:
+                ptr = ranges.pointer(plan, header, c.reg, index)
+                if ptr is None:
+                    return None
+                em = self.emitter
+                n = len(self._ranges)
+                low, top = em.reg(f"low{n}", ".b64"), em.reg(f"top{n}", ".b64")
+                trip = em.reg(f"trip{header}", ".b32")
+                if header not in self._trips:
+                    self._trips.add(header)
+                    self._add_setup(header, lambda fresh: ranges.trip_code(
+                        ptr.shape, trip, self._premise(header), em.reg("m", ".b32"),
+                        em.reg("mx", ".b32"), fresh=fresh))
+                self._add_setup(header, lambda fresh: ranges.pointer_code(
+                    ptr, trip, low, top, self._premise(header), em.reg("t", ".b64")))
+                ends = self._ranges[key] = low + " " + top
+            low, top = ends.split()
+            return [Cond(c.form, r, c.root, c.align, c.start, c.end) for r in (low, top)]
+        return None
+
+    def _premise(self, header: int) -> str:
+        """The predicate the range arguments of loop ``header`` set when
+        their premises fail (ORed into the loop's predicate)."""
+        return self.emitter.reg(f"rng{header}", ".pred")
+
+    def _add_setup(self, header: int, code) -> None:
+        """Append the code ``code(fresh)`` makes to the loop's preheader;
+        ``fresh``: it is the first to write the premise predicate."""
+        fresh = header not in self._setup
+        self._setup.setdefault(header, []).extend(code(fresh))
 
     def preheader_code(self) -> dict[int, list[Statement]]:
         """Statement index -> the invariant checks to insert before it."""

@@ -1,0 +1,143 @@
+"""Range analysis (issue 14): checks of a loop's induction range made once
+before the loop, and lookups of loaded pointers grouped per step.  Each
+optimisation has a test where its proof does not hold (a bound past the
+allocation, a guard on the wrong buffer, an off-by-one, a negative start, a
+step that wraps) and the checked run must report exactly what the oracle
+reports, on the CPU device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_instrument_cpu import Buf, PtrTable, assert_same, kinds, run_both
+
+from gpusafe_instrument.checks import instrument
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
+
+COPY = r"""
+extern "C" __global__ void copy(float* y, const float* x, int start, int n, int step)
+{
+    #pragma unroll 1
+    for (int i = start + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        y[i] = 2.0f * x[i] + y[i];
+}
+"""
+
+
+def _copy(ny, nx, start, n, step, threads=32):
+    return run_both(COPY, "copy", (1, 1, 1), (threads, 1, 1),
+                    [Buf(np.zeros(ny, np.float32)), Buf(np.arange(nx, dtype=np.float32)),
+                     np.int32(start), np.int32(n), np.int32(step)])
+
+
+def _induction(o, kernel):
+    return o.stats[kernel]["removed"].get("induction-range", 0)
+
+
+def test_a_grid_stride_loop_in_bounds_is_checked_once_and_reports_nothing():
+    o = _copy(100, 100, 0, 100, 32)
+    assert _induction(o, "copy") >= 1  # the optimisation applies to this loop
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+
+
+@pytest.mark.parametrize("n", [101, 130])  # one past the end (off-by-one), far past
+def test_a_bound_past_the_allocation_is_reported_at_each_bad_iteration(n):
+    o = _copy(100, 100, 0, n, 32)
+    assert _induction(o, "copy") >= 1
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 3 * (n - 100)  # two loads and the store of each bad index
+    assert_same(o)
+
+
+def test_a_guard_on_the_wrong_buffer_is_caught():
+    # n bounds x (100 floats) but y holds 90: the stores past y's end are bad
+    o = _copy(90, 100, 0, 100, 32)
+    assert _induction(o, "copy") >= 1
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 2 * 10  # the load and the store of y[90..99]
+    assert_same(o)
+
+
+def test_a_negative_start_is_caught():
+    o = _copy(100, 100, -3, 100, 32)
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 3 * 3
+    assert_same(o)
+
+
+def test_a_step_that_wraps_to_a_negative_index_is_caught():
+    # i = 2, then 2 + INT_MAX wraps to -2147483647 (< n: the loop goes on),
+    # then 0, then INT_MAX (the loop ends): the bound before the loop is in
+    # range, only the no-wrap premise fails
+    o = _copy(8, 8, 2, 8, 2**31 - 1, threads=1)
+    assert _induction(o, "copy") >= 1
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) >= 3  # the accesses at index -2147483647
+    assert_same(o)
+
+
+SHARED_LOOP = r"""
+extern "C" __global__ void clear(unsigned* out, int n)
+{
+    __shared__ unsigned s[64];
+    for (int b = threadIdx.x; b < n; b += blockDim.x) s[b] = b;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+"""
+
+
+@pytest.mark.parametrize("n,bad", [(64, 0), (65, 1), (80, 16)])
+def test_a_shared_array_filled_by_a_strided_loop(n, bad):
+    o = run_both(SHARED_LOOP, "clear", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.uint32)), np.int32(n)])
+    assert _induction(o, "clear") >= 1
+    assert len(o.device) == bad
+    if bad:
+        assert kinds(o) == {"shared-out-of-bounds"}
+    assert_same(o)
+
+
+CHASE = r"""
+struct Node { int next; float value; };
+extern "C" __global__ void chase(float* out, const Node* const* lists, int steps)
+{
+    const Node* list = lists[threadIdx.x % 2];
+    int at = threadIdx.x % 8;
+    float acc = 0.0f;
+    for (int s = 0; s < steps; ++s) {
+        acc += list[at].value;
+        at = list[at].next;
+    }
+    out[threadIdx.x] = acc;
+}
+"""
+
+
+def _nodes(nexts):
+    return np.array([(n, float(k)) for k, n in enumerate(nexts)],
+                    dtype=[("next", np.int32), ("value", np.float32)])
+
+
+@pytest.mark.parametrize("bad_next", [None, 8, -1])
+def test_a_pointer_chase_grouped_per_step_still_catches_a_bad_link(bad_next):
+    nexts = [(k + 3) % 8 for k in range(8)]
+    if bad_next is not None:
+        nexts[5] = bad_next  # one past the list, or before it
+    o = run_both(CHASE, "chase", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.float32)), PtrTable([(3, 0), (4, 0)]), np.int32(12),
+                  Buf(_nodes(nexts)), Buf(_nodes([(k + 1) % 8 for k in range(8)]))])
+    assert o.stats["chase"]["removed"].get("grouped-in-block", 0) >= 2
+    if bad_next is None:
+        assert o.device == [] and o.oracle == []
+    else:
+        assert o.device and kinds(o) == {"global-out-of-bounds"}
+    assert_same(o)
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_the_checked_loops_assemble(arch):
+    for src in (COPY, SHARED_LOOP, CHASE):
+        ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
