@@ -1,5 +1,6 @@
 """Range analysis (issue 14): checks of a loop's induction range made once
-before the loop, and lookups of loaded pointers grouped per step.  Each
+before the loop (``checks/ranges.py``), and lookups of loaded pointers
+grouped per step (``optimisation.regions``).  Each
 optimisation has a test where its proof does not hold (a bound past the
 allocation, a guard on the wrong buffer, an off-by-one, a negative start, a
 step that wraps) and the checked run must report exactly what the oracle
@@ -16,11 +17,10 @@ from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
 COPY = r"""
-extern "C" __global__ void copy(float* y, const float* x, int start, int n, int step)
+extern "C" __global__ void copy(float* y, const float* x, float a, int start, int n, int step)
 {
-    #pragma unroll 1
-    for (int i = start + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        y[i] = 2.0f * x[i] + y[i];
+    for (int i = start + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step * gridDim.x)
+        y[i] = a * x[i] + y[i];
 }
 """
 
@@ -28,7 +28,7 @@ extern "C" __global__ void copy(float* y, const float* x, int start, int n, int 
 def _copy(ny, nx, start, n, step, threads=32):
     return run_both(COPY, "copy", (1, 1, 1), (threads, 1, 1),
                     [Buf(np.zeros(ny, np.float32)), Buf(np.arange(nx, dtype=np.float32)),
-                     np.int32(start), np.int32(n), np.int32(step)])
+                     np.float32(2.0), np.int32(start), np.int32(n), np.int32(step)])
 
 
 def _induction(o, kernel):
@@ -69,12 +69,12 @@ def test_a_negative_start_is_caught():
 
 def test_a_step_that_wraps_to_a_negative_index_is_caught():
     # i = 2, then 2 + INT_MAX wraps to -2147483647 (< n: the loop goes on),
-    # then 0, then INT_MAX (the loop ends): the bound before the loop is in
-    # range, only the no-wrap premise fails
+    # then 0, then INT_MAX (the loop ends): the largest index before the
+    # loop, 7, is in range; only the no-wrap premise fails
     o = _copy(8, 8, 2, 8, 2**31 - 1, threads=1)
     assert _induction(o, "copy") >= 1
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) >= 3  # the accesses at index -2147483647
+    assert len(o.device) == 3  # the accesses at index -2147483647
     assert_same(o)
 
 
@@ -139,5 +139,55 @@ def test_a_pointer_chase_grouped_per_step_still_catches_a_bad_link(bad_next):
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_the_checked_loops_assemble(arch):
-    for src in (COPY, SHARED_LOOP, CHASE):
+    for src in (COPY, SHARED_LOOP, CHASE, TREE.replace("TOP", "128").replace("GUARD_DIV", "1")):
         ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
+
+
+TREE = r"""
+extern "C" __global__ void tree(float* sums, const float* in)
+{
+    __shared__ float s[256];
+    int t = threadIdx.x, u = threadIdx.x / GUARD_DIV;
+    s[t] = in[blockIdx.x * 256 + t];
+    __syncthreads();
+    for (int w = TOP; w > 0; w >>= 1) {
+        if (u < w) s[t] += s[t + w];
+        __syncthreads();
+    }
+    if (t == 0) sums[blockIdx.x] = s[0];
+}
+"""
+
+
+def _tree(top, guard_div=1):
+    src = TREE.replace("TOP", str(top)).replace("GUARD_DIV", str(guard_div))
+    return run_both(src, "tree", (2, 1, 1), (256, 1, 1),
+                    [Buf(np.zeros(2, np.float32)), Buf(np.ones(512, np.float32))])
+
+
+def _guarded(o):
+    return o.stats["tree"]["removed"].get("guarded-in-bounds", 0)
+
+
+def test_tree_reduction_steps_guarded_by_t_lt_w_are_not_checked():
+    o = _tree(128)
+    assert _guarded(o) >= 14  # s[t] and s[t + w] of each of the 8 steps, most of them
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+
+
+def test_a_guard_that_lets_the_index_past_the_array_is_checked():
+    # the first step reads s[t + 256] for every t < 256: all out of bounds
+    o = _tree(256)
+    assert kinds(o) == {"shared-out-of-bounds"}
+    assert len(o.device) == 2 * 256  # one bad load per thread of each block
+    assert_same(o)
+    # s[t + 256] stays checked; s[t] of that step is proven like the others
+    assert o.stats["tree"]["checks"]["window"] == _tree(128).stats["tree"]["checks"]["window"] + 1
+
+
+def test_a_guard_on_another_register_proves_nothing():
+    # u = t / 2 < 128 holds for every thread, but s[t + 128] is bad for t >= 128
+    o = _tree(128, guard_div=2)
+    assert kinds(o) == {"shared-out-of-bounds"}
+    assert_same(o)

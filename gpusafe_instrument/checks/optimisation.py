@@ -242,7 +242,6 @@ class LoopHoister:
         self._innermost: dict[int, int] | None = None  # block -> its innermost loop's header
         self._ranges: dict[tuple[int, str], str] = {}  # (loop, offset register) -> its bound
         self._setup: dict[int, list[Statement]] = {}  # loop -> code computing the bounds
-        self._trips: set[int] = set()  # loops whose iteration count the setup computes
 
     def _loop_of(self, index: int) -> int | None:
         """The innermost loop (its header block) holding top-level statement ``index``."""
@@ -318,11 +317,12 @@ class LoopHoister:
         return keep, pred
 
     def _induction_bound(self, c: Cond, header: int, index: int) -> list[Cond] | None:
-        """``c`` on the offsets (or addresses) the loop's induction gives its
-        register (``ranges``): on the largest offset, or on the first and
-        last address; None when the loop or the register is not of such a
-        shape.  An offset condition with a negative start stays in the loop
-        (only the largest offset is bounded)."""
+        """``c`` on the largest offset the loop's induction variable gives
+        its register (``ranges``), or None when the loop or the register is
+        not of that shape.  A negative start stays in the loop: only the
+        largest offset is bounded.  (Addresses advanced by a pointer
+        increment, bounded through the loop's iteration count, were measured
+        a net loss on short loops and are not done: docs/decisions.md.)"""
         plan = self.plan
         if c.reg is None or cond.constant_failure(plan, c) or plan.bits(c.reg) != 64:
             return None
@@ -340,26 +340,6 @@ class LoopHoister:
                     em.reg("mx", ".b32"), fresh=fresh))
                 self._ranges[key] = top
             return [Cond(c.form, top, c.root, c.align, c.start, c.end)]
-        if c.form is Form.ROOT_ADDRESS:
-            ends = self._ranges.get(key)
-            if ends is None:
-                ptr = ranges.pointer(plan, header, c.reg, index)
-                if ptr is None:
-                    return None
-                em = self.emitter
-                n = len(self._ranges)
-                low, top = em.reg(f"low{n}", ".b64"), em.reg(f"top{n}", ".b64")
-                trip = em.reg(f"trip{header}", ".b32")
-                if header not in self._trips:
-                    self._trips.add(header)
-                    self._add_setup(header, lambda fresh: ranges.trip_code(
-                        ptr.shape, trip, self._premise(header), em.reg("m", ".b32"),
-                        em.reg("mx", ".b32"), fresh=fresh))
-                self._add_setup(header, lambda fresh: ranges.pointer_code(
-                    ptr, trip, low, top, self._premise(header), em.reg("t", ".b64")))
-                ends = self._ranges[key] = low + " " + top
-            low, top = ends.split()
-            return [Cond(c.form, r, c.root, c.align, c.start, c.end) for r in (low, top)]
         return None
 
     def _premise(self, header: int) -> str:

@@ -43,7 +43,6 @@ from .emission import I
 from .planning import FunctionPlan
 
 INT32_MAX = (1 << 31) - 1
-KINDS = ("lt", "ne")
 MAX_SCALE = 1 << 20
 """A larger scale is not recognised (``M * c`` must stay far from 2**64)."""
 
@@ -76,14 +75,12 @@ def _operand(op: object) -> str | int | None:
 @dataclass(frozen=True)
 class Shape:
     """A one-block loop ending ``@p bra L`` back to its own label, with
-    ``p`` from its counter's test (``setp.lt.s32 p, I, N`` after
-    ``add.s32 I, I, S``; or ``setp.ne.s32 p, C, 0`` after
-    ``add.s32 C, C, -k``)."""
+    ``p`` from its counter's test ``setp.lt.s32 p, I, N`` after
+    ``add.s32 I, I, S``."""
 
-    kind: str  # "lt" or "ne"
-    index: str  # I or C
-    step: str | int  # S, or k (a positive power of two) for "ne"
-    bound: str | int  # N ("lt"; 0 for "ne")
+    index: str  # I
+    step: str | int  # S
+    bound: str | int  # N
     inc_at: int  # where the counter is incremented
     defs: dict[str, list[int]]  # register -> where the loop writes it
 
@@ -131,15 +128,10 @@ def loop_shape(plan: FunctionPlan, header: int) -> Shape | None:
     step = b if a == index else a if b == index else None
     if step is None or (isinstance(step, str) and step in defs):
         return None
-    if setp.opcode == "setp.lt.s32":
-        if (isinstance(step, int) and not 0 < step <= INT32_MAX) \
-                or (isinstance(bound, int) and not -INT32_MAX <= bound <= INT32_MAX):
-            return None
-        return Shape("lt", index, step, bound, inc_at, defs)
-    if setp.opcode == "setp.ne.s32" and bound == 0 and isinstance(step, int) \
-            and step < 0 and (-step) & (-step - 1) == 0 and -step <= 1 << 16:
-        return Shape("ne", index, -step, 0, inc_at, defs)
-    return None
+    if setp.opcode != "setp.lt.s32" or (isinstance(step, int) and not 0 < step <= INT32_MAX) \
+            or (isinstance(bound, int) and not -INT32_MAX <= bound <= INT32_MAX):
+        return None
+    return Shape(index, step, bound, inc_at, defs)
 
 
 def induction(plan: FunctionPlan, header: int, offset: str, at: int) -> Induction | None:
@@ -150,7 +142,7 @@ def induction(plan: FunctionPlan, header: int, offset: str, at: int) -> Inductio
     body = plan.fn.body
     assert body is not None
     shape = loop_shape(plan, header)
-    if shape is None or shape.kind != "lt" or len(shape.defs.get(offset, [])) != 1:
+    if shape is None or len(shape.defs.get(offset, [])) != 1:
         return None
     off_at = shape.defs[offset][0]
     if not (off_at < shape.inc_at and off_at < at):
@@ -159,139 +151,6 @@ def induction(plan: FunctionPlan, header: int, offset: str, at: int) -> Inductio
     if scale is None:
         return None
     return Induction(offset, shape.index, shape.step, shape.bound, scale)
-
-
-@dataclass(frozen=True)
-class Pointer:
-    """An address register ``A`` of a one-block loop that is ``P`` (plus an
-    invariant ``E``) where ``P`` advances by an invariant ``D`` once per
-    iteration, after the filter reads ``A``: at iteration ``j`` (from 0)
-    ``A = P0 + j * D (+ E)``."""
-
-    shape: Shape
-    base: str  # P
-    delta: str | int  # D
-    extra: str | int | None  # E
-
-
-def pointer(plan: FunctionPlan, header: int, address: str, at: int) -> Pointer | None:
-    """How the address register ``address`` (read by a filter before
-    top-level statement ``at``) follows a pointer induction of the one-block
-    loop ``header``; None when it does not."""
-    body = plan.fn.body
-    assert body is not None
-    shape = loop_shape(plan, header)
-    if shape is None or shape.kind not in KINDS:
-        return None
-    defs = shape.defs
-
-    def self_increment(reg: str) -> tuple[int, str | int] | None:
-        where = defs.get(reg, [])
-        if len(where) != 1:
-            return None
-        st = body[where[0]]
-        if not (type(st) is Instruction and st.opcode in ("add.s64", "add.u64")
-                and len(st.operands) == 3):
-            return None
-        a, b = (_operand(o) for o in st.operands[1:])
-        d = b if a == reg else a if b == reg else None
-        if d is None or (isinstance(d, str) and d in defs):
-            return None
-        if isinstance(d, int) and not 0 <= d <= INT32_MAX:
-            return None
-        return where[0], d
-
-    own = self_increment(address)
-    if own is not None:
-        if own[0] <= at:  # the filter must see the iteration's first value
-            return None
-        return Pointer(shape, address, own[1], None)
-    where = defs.get(address, [])
-    if len(where) != 1 or where[0] >= at:
-        return None
-    st = body[where[0]]
-    if not (type(st) is Instruction and st.opcode in ("add.s64", "add.u64")
-            and len(st.operands) == 3):
-        return None
-    for p, e in ((st.operands[1], st.operands[2]), (st.operands[2], st.operands[1])):
-        if not isinstance(p, Register):
-            continue
-        inc = self_increment(p.name)
-        extra = _operand(e)
-        if inc is None or extra is None or inc[0] <= where[0] or inc[0] <= at \
-                or (isinstance(extra, str) and extra in defs):
-            continue
-        return Pointer(shape, p.name, inc[1], extra)
-    return None
-
-
-def trip_code(shape: Shape, k: str, pred: str, m: str, x: str, *,
-              fresh: bool) -> list[Instruction]:
-    """Instructions that leave in ``k`` (u32) the number of iterations
-    minus one, and set ``pred`` (ORed in unless ``fresh``) when that count
-    cannot be trusted.
-
-    ``lt``: each ``I`` is in ``[I0, M]``, ``M = max(N - 1, I0)``, and grows
-    by ``S`` while no increment wraps, so ``k = (M - I0) / S``; premises
-    ``S > 0`` and ``M + S`` not wrapping.  ``ne``: ``C`` falls by ``k0``
-    from ``C0`` to 0, ``C0 / k0`` iterations; premises ``C0 != 0`` and
-    ``k0`` dividing ``C0`` (as unsigned: otherwise the count wraps)."""
-    out: list[Instruction] = []
-
-    def setp(cmp: str, a: object, b: object) -> None:
-        nonlocal fresh
-        if fresh:
-            out.append(I(f"setp.{cmp}.s32", pred, a, b))
-        else:
-            out.append(I(f"setp.{cmp}.or.s32", pred, a, b, pred))
-        fresh = False
-
-    if shape.kind == "lt":
-        if isinstance(shape.bound, int):
-            out.append(I("max.s32", m, shape.index, shape.bound - 1))
-        else:
-            out.append(I("add.s32", m, shape.bound, -1))
-            out.append(I("max.s32", m, m, shape.index))
-        out.append(I("add.s32", x, m, shape.step))
-        setp("lt", x, m)
-        if isinstance(shape.step, str):
-            setp("le", shape.step, 0)
-        out.append(I("sub.s32", k, m, shape.index))
-        out.append(I("div.u32", k, k, shape.step))
-        return out
-    k0 = int(shape.step)
-    setp("eq", shape.index, 0)
-    if k0 > 1:
-        out.append(I("and.b32", x, shape.index, k0 - 1))
-        setp("ne", x, 0)
-        out.append(I("shr.u32", k, shape.index, k0.bit_length() - 1))
-        out.append(I("add.s32", k, k, -1))
-    else:
-        out.append(I("add.s32", k, shape.index, -1))
-    return out
-
-
-def pointer_code(ptr: Pointer, k: str, low: str, top: str, pred: str,
-                 t64: str) -> list[Instruction]:
-    """Instructions that leave in ``low`` and ``top`` the first and last
-    value of the address (``P0 (+ E)`` and ``P0 + k * D (+ E)``) and OR
-    into ``pred`` the premises: ``D`` at most 2**31 (so ``k * D`` stays
-    below 2**63) and ``top`` not below ``low`` (no wrap between them: each
-    iteration's address then lies in ``[low, top]``)."""
-    out: list[Instruction] = []
-    if isinstance(ptr.delta, int):
-        out.append(I("mul.wide.u32", t64, k, ptr.delta))
-    else:
-        out.append(I("setp.gt.or.u64", pred, ptr.delta, INT32_MAX + 1, pred))
-        out.append(I("cvt.u64.u32", t64, k))
-        out.append(I("mul.lo.u64", t64, t64, ptr.delta))
-    if ptr.extra is None:
-        out.append(I("mov.u64", low, ptr.base))
-    else:
-        out.append(I("add.s64", low, ptr.base, ptr.extra))
-    out.append(I("add.s64", top, low, t64))
-    out.append(I("setp.lt.or.u64", pred, top, low, pred))
-    return out
 
 
 def all_defs(st: Statement) -> set[str]:
