@@ -137,9 +137,48 @@ def test_a_pointer_chase_grouped_per_step_still_catches_a_bad_link(bad_next):
     assert_same(o)
 
 
+def test_a_misaligned_list_is_reported_at_every_step():
+    # the list pointer is 2 bytes into its buffer: every node read is
+    # misaligned, while each node index is a multiple of 8 bytes: the check
+    # of the list pointer's alignment, made once before the loop, must send
+    # each read to its own slow path
+    o = run_both(CHASE, "chase", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.float32)), PtrTable([(3, 2), (4, 0)]), np.int32(12),
+                  Buf(_nodes([(k + 3) % 8 for k in range(8)])),
+                  Buf(_nodes([(k + 1) % 8 for k in range(8)]))])
+    assert o.stats["chase"]["removed"].get("hoisted-out-of-loop", 0) >= 1
+    assert kinds(o) == {"misaligned-access"}
+    assert len(o.device) == 4 * 12 * 2  # 4 threads use that list, 12 steps, 2 reads
+    assert_same(o)
+
+
+HALVES = r"""
+extern "C" __global__ void halves(int* out, const char* const* tables)
+{
+    const char* p = tables[0];
+    int a = *(const int*)p + *(const int*)(p + 4);  // aligned: the lookup cache is warm after
+    const char* q = p + 2 * threadIdx.x;
+    out[threadIdx.x] = a + *(const int*)q + *(const int*)(q + 8);
+}
+"""
+
+
+def test_an_index_not_a_multiple_of_the_width_keeps_its_alignment_check():
+    # p + 2 * t: p is aligned, the odd threads' reads are not; the second
+    # pair's filter runs with the lookup cache warm, so only its alignment
+    # condition can send the reads to their slow paths
+    o = run_both(HALVES, "halves", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.int32)), PtrTable([(2, 0)]),
+                  Buf(np.arange(16, dtype=np.int32))])
+    assert o.stats["halves"]["removed"].get("grouped-in-block", 0) == 2  # a filter per pair
+    assert kinds(o) == {"misaligned-access"}
+    assert len(o.device) == 2 * 4
+    assert_same(o)
+
+
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_the_checked_loops_assemble(arch):
-    for src in (COPY, SHARED_LOOP, CHASE, TREE.replace("TOP", "128").replace("GUARD_DIV", "1")):
+    for src in (COPY, SHARED_LOOP, CHASE, HALVES, TREE.replace("TOP", "128").replace("GUARD_DIV", "1")):
         ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from .. import cfg as cfg_mod
 from .. import provenance as prov
-from ..nodes import Block, Immediate, Instruction, Register, Statement
+from ..nodes import ArgumentList, Block, Immediate, Instruction, Register, Statement
 
 S32 = (-(1 << 31), (1 << 31) - 1)
 SPECIAL = {"%tid.x": (0, 1023), "%tid.y": (0, 1023), "%tid.z": (0, 63)}
@@ -59,8 +59,12 @@ _UNSIGNED = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
 
 
 def _defs(st: Statement) -> list[str]:
+    """Registers ``st`` may write, a call's return registers included."""
     if type(st) is Instruction:
-        return prov.defs(st)
+        out = list(prov.defs(st))
+        if st.op == "call" and st.operands and isinstance(st.operands[0], ArgumentList):
+            out.extend(r.name for r in st.operands[0].items if isinstance(r, Register))
+        return out
     if type(st) is Block:
         out: list[str] = []
         for inner in st.statements:
@@ -173,7 +177,7 @@ class Guards:
         if taken is None or taken == fall or b not in (taken, fall):
             return None
         outcome = (b == taken) != br.guard.negated  # the value p had
-        setp_at = next((i for i in reversed(idx[:-1])
+        setp_at = next((i for i in range(idx[-1] - 1, pb.start - 1, -1)
                         if br.guard.register in _defs(self.body[i])), None)
         if setp_at is None or not self._dominates(def_at, setp_at):
             return None
@@ -202,3 +206,41 @@ class Guards:
             return None
         low, high = _SIGNED[cmp][0 if outcome else 1]
         return (S32[0] if low is None else k + low, S32[1] if high is None else k + high)
+
+    def aligned_part(self, reg: str, at: int, align: int) -> str | None:
+        """``X`` when ``reg`` is ``X + Y`` (one unguarded definition, which
+        dominates statement ``at``) with every value of ``Y`` a multiple of
+        ``align``: then ``reg + imm`` is aligned exactly when ``X + imm`` is.
+        ``X``'s one definition dominates ``reg``'s, so (the argument of the
+        module docstring) ``X`` holds at ``at`` the value ``reg`` was made
+        from; an ``X`` that does not change in a loop lets the loop check the
+        alignment once, before it."""
+        d = self._single(reg, at)
+        if d is None:
+            return None
+        def_at, st = d
+        if st.opcode not in ("add.s64", "add.u64") or len(st.operands) != 3:
+            return None
+        a, b = st.operands[1], st.operands[2]
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Register) and isinstance(y, Register) and x.name != reg \
+                    and self._single(x.name, def_at) is not None \
+                    and self._multiple(y.name, def_at, align):
+                return x.name
+        return None
+
+    def _multiple(self, reg: str, at: int, align: int) -> bool:
+        """Whether every value ``reg`` can hold at ``at`` is a multiple of ``align``."""
+        d = self._single(reg, at)
+        if d is None:
+            return False
+        st = d[1]
+        ops = st.operands
+        if len(ops) != 3:
+            return False
+        if st.opcode in ("mul.wide.s32", "mul.wide.u32", "mul.lo.s64", "mul.lo.u64"):
+            return any(c is not None and c % align == 0 for c in map(_imm, ops[1:]))
+        if st.opcode in ("shl.b64",):
+            k = _imm(ops[2])
+            return k is not None and 0 <= k < 64 and (1 << k) % align == 0
+        return False

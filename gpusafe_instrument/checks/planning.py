@@ -324,14 +324,19 @@ class FunctionPlan:
         if v.off_reg is None or v.off_const is None or root.size is None or w <= 0 \
                 or len(acc.path) != 1 or not (root.align % al == 0 and v.align % al == 0):
             return False
-        if self._guards is None:
-            assert self.fn.body is not None
-            self._guards = guards.Guards(self.fn.body, self.graph, self.domtree)
-        r = self._guards.offset_range(v.off_reg, acc.path[0])
+        r = self.guards().offset_range(v.off_reg, acc.path[0])
         if r is None:
             return False
         s = v.off_const + a.address.offset
         return s % al == 0 and 0 <= r[0] + s and r[1] + s + w <= root.size
+
+    def guards(self) -> guards.Guards:
+        """Ranges and alignments from the function's definitions and
+        branches (built when first asked for)."""
+        if self._guards is None:
+            assert self.fn.body is not None
+            self._guards = guards.Guards(self.fn.body, self.graph, self.domtree)
+        return self._guards
 
     def _new_site(self, acc: Access, root: str | None) -> None:
         a = acc.access

@@ -96,8 +96,8 @@ def loop_shape(plan: FunctionPlan, header: int) -> Shape | None:
     stmts = [(i, body[i]) for i in range(bb.start, bb.end)]
     instrs = [s for _, s in stmts if type(s) is Instruction]
     label = _label_of(body, bb.start)
-    if not instrs or label is None:
-        return None
+    if not instrs or label is None or any(s.op == "call" for s in instrs):
+        return None  # (a call may write registers through its return list)
     last = instrs[-1]
     if last.op != "bra" or last.guard is None or last.guard.negated \
             or not last.operands or getattr(last.operands[0], "name", None) != label:
