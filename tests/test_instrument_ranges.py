@@ -176,9 +176,58 @@ def test_an_index_not_a_multiple_of_the_width_keeps_its_alignment_check():
     assert_same(o)
 
 
+COLUMN = r"""
+extern "C" __global__ void column(float* out, const float* in, const float* w, int rows, int cols)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    float s = 0.f;
+    for (int i = 0; i < rows; ++i) s += w[ROW * cols + j] * in[i];
+    out[j] = s;
+}
+"""
+
+
+def _column(w_len, rows=16, cols=32, row="i"):
+    src = COLUMN.replace("ROW", row)
+    o = run_both(src, "column", (1, 1, 1), (cols, 1, 1),
+                 [Buf(np.zeros(cols, np.float32)), Buf(np.ones(rows, np.float32)),
+                  Buf(np.arange(w_len, dtype=np.float32)), np.int32(rows), np.int32(cols)])
+    return o
+
+
+def _chained(o):
+    return o.stats["column"]["removed"].get("chained", 0)
+
+
+def test_a_column_walk_in_bounds_is_checked_at_its_ends():
+    o = _column(16 * 32)
+    assert _chained(o) >= 1  # the unrolled loop's stride additions form a chain
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+
+
+def test_a_column_walk_whose_last_row_is_missing_is_caught():
+    # one row short: the last step of each thread's walk is past the end
+    o = _column(15 * 32)
+    assert _chained(o) >= 1
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 32
+    assert_same(o)
+
+
+@pytest.mark.parametrize("w_len,bad", [(16 * 32, 0), (16 * 32 - 8, 8)])
+def test_a_backward_column_walk_fails_the_chain_premise_and_is_checked(w_len, bad):
+    # rows walked from the last: the step is negative, above the premise's
+    # limit as unsigned; the region's slow copy checks each access
+    o = _column(w_len, row="(rows - 1 - i)")
+    assert len(o.device) == bad
+    assert_same(o)
+
+
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_the_checked_loops_assemble(arch):
-    for src in (COPY, SHARED_LOOP, CHASE, HALVES, TREE.replace("TOP", "128").replace("GUARD_DIV", "1")):
+    for src in (COPY, SHARED_LOOP, CHASE, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1")):
         ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
 
 

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import cfg as cfg_mod
 from .. import provenance as prov
@@ -24,7 +24,7 @@ from ..nodes import ArgumentList, Block, Instruction, Loc, Pragma, Register, Sta
 from . import conditions as cond
 from . import ranges
 from .conditions import Cond, Form
-from .emission import Emitter
+from .emission import Emitter, I
 from .planning import Access, FunctionPlan, Mode
 from .ranges import all_defs
 
@@ -44,10 +44,45 @@ class Unit:
     dom: Unit | None = None
     used: bool = False  # some other unit's filter reuses this one's predicate
     pred: str | None = None
+    chains: list[Chain] = field(default_factory=list)
+    """Accesses of the region checked through a chain of additions (:class:`Chain`)."""
 
 
 # --------------------------------------------------------------------------
 # grouped checks
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Accesses of a grouped run through addresses ``base + k * step``,
+    ``k`` at most ``count``, each made by additions of ``step`` inside the
+    run from ``base`` (both registers as they are where the run begins): an
+    unrolled loop walking a column (``p += stride`` between accesses).  The
+    run's filter checks ``base`` and ``base + count * step`` against the
+    root, with the premises ``step <= 2**40`` and no wrap (the last address
+    not below ``base``); the addresses in between then lie between the two,
+    inside the root.  A failed premise or end sends the run to its slow copy,
+    which checks each access on its own."""
+
+    base: str
+    step: str
+    count: int
+    root: object
+    align: int
+    start: int
+    end: int
+
+
+@dataclass
+class Region:
+    """A grouped run: its accesses, and those of them checked through a chain."""
+
+    accesses: list[Access]
+    chains: list[Chain] = field(default_factory=list)
+    chained: set[int] = field(default_factory=set)  # ids of the accesses in a chain
+
+
+CHAIN_STEP_LIMIT = 1 << 40
 
 _CONVERGENT = frozenset({
     "bar", "barrier", "shfl", "vote", "match", "redux", "activemask", "elect", "mma", "wmma",
@@ -79,47 +114,124 @@ def _copies(acc: Access) -> bool:
     return acc.instr.op == "cp"
 
 
-def regions(plan: FunctionPlan) -> list[list[Access]]:
+def regions(plan: FunctionPlan) -> list[Region]:
     """Runs of root/window/lookup accesses inside one basic block whose
     checks can all be made before the first: no register a check reads is
-    written in between, and nothing in between needs the warp converged.  An
-    access whose filter reads a register written since the run began starts
-    the next run when it is a lookup (an address loaded from memory)."""
+    written in between (or, for a root address, it is a :class:`Chain` from
+    registers that are not), and nothing in between needs the warp
+    converged.  An access whose filter reads a register written since the
+    run began starts the next run when it is a lookup (an address loaded
+    from memory)."""
     graph = plan.graph
     body = plan.fn.body
     assert body is not None
     by_pos = {a.path[0]: a for a in plan.accesses
               if len(a.path) == 1 and _groupable(plan, a)}
-    out: list[list[Access]] = []
+    out: list[Region] = []
     for bb in graph.blocks:
-        region: list[Access] = []
+        region = Region([])
         written: set[str] = set()
+        chain: dict[str, tuple[str, str, int]] = {}  # register -> (base, step, k)
         for i in range(bb.start, bb.end):
             st = body[i]
-            if region and _ends_region(st):
-                if len(region) > 1:
+            if region.accesses and _ends_region(st):
+                if len(region.accesses) > 1:
                     out.append(region)
-                region, written = [], set()
+                region, written, chain = Region([]), set(), {}
             acc = by_pos.get(i)
             if acc is not None:
-                if not region:
-                    region = [acc]
+                if not region.accesses:
+                    region = Region([acc])
                 elif not (cond.inputs(plan, acc) & written):
-                    region.append(acc)
+                    region.accesses.append(acc)
+                elif (link := _chained(plan, acc, chain)) is not None:
+                    region.accesses.append(acc)
+                    region.chains.append(link)
+                    region.chained.add(id(acc))
                 elif acc.mode is Mode.LOOKUP:
                     # a pointer loaded since the region began (a linked
                     # list's next node): the region ends before it and a new
                     # one starts with it.  Root and window accesses stay on
                     # their own instead: they usually join the old region
                     # later at no cost (merged offset ranges), measured
-                    if len(region) > 1:
+                    if len(region.accesses) > 1:
                         out.append(region)
-                    region, written = [acc], set()
-            if region and type(st) is Instruction:
-                written.update(prov.defs(st))
-        if len(region) > 1:
+                    region, written, chain = Region([acc]), set(), {}
+            if region.accesses and type(st) is Instruction:
+                defs = prov.defs(st)
+                link_of = _chain_step(st, written, chain)
+                for r in defs:
+                    chain.pop(r, None)
+                if link_of is not None:
+                    chain[defs[0]] = link_of
+                written.update(defs)
+        if len(region.accesses) > 1:
             out.append(region)
     return out
+
+
+def _chain_step(st: Instruction, written: set[str],
+                chain: dict[str, tuple[str, str, int]]) -> tuple[str, str, int] | None:
+    """``st`` as one more link of a chain: ``add.s64 R, Y, D`` with ``D``
+    as at the run's start and ``Y`` either as at the run's start (``k`` 1)
+    or a chain of the same step (``k`` + 1)."""
+    ops = st.operands
+    if st.opcode not in ("add.s64", "add.u64") or st.guard is not None or len(ops) != 3 \
+            or not all(isinstance(o, Register) for o in ops):
+        return None
+    for y, d in ((ops[1].name, ops[2].name), (ops[2].name, ops[1].name)):
+        if d in written:
+            continue
+        if y in chain and chain[y][1] == d:
+            return chain[y][0], d, chain[y][2] + 1
+        if y not in written:
+            return y, d, 1
+    return None
+
+
+def _chained(plan: FunctionPlan, acc: Access,
+             chain: dict[str, tuple[str, str, int]]) -> Chain | None:
+    """The chain a root-address access's only condition follows, if any."""
+    if acc.mode is not Mode.ROOT:
+        return None
+    conds = cond.conditions(plan, acc)
+    if len(conds) != 1:
+        return None
+    c = conds[0]
+    if c.form is not Form.ROOT_ADDRESS or c.start < 0 or c.reg not in chain:
+        return None
+    base, step, k = chain[c.reg]
+    return Chain(base, step, k, c.root, c.align, c.start, c.end)
+
+
+def chain_code(em: Emitter, chains: list[Chain],
+               seed: str | None) -> tuple[list[Statement], list[Cond], str]:
+    """The instructions a region's filter needs for its chains (the last
+    address of each, the premises into a predicate, ``seed`` ORed in), the
+    conditions on both ends, and that predicate (the filter's new seed)."""
+    merged: dict[tuple, Chain] = {}
+    for ch in chains:
+        k = (ch.base, ch.step, ch.root, ch.align)
+        m = merged.get(k)
+        merged[k] = ch if m is None else Chain(
+            ch.base, ch.step, max(m.count, ch.count), ch.root, ch.align,
+            min(m.start, ch.start), max(m.end, ch.end))
+    pred = em.reg("chain", ".pred")
+    code: list[Statement] = []
+    conds: list[Cond] = []
+    for n, ch in enumerate(merged.values()):
+        top = em.reg(f"chain{n}", ".b64")
+        code.append(I("mad.lo.s64", top, ch.step, ch.count, ch.base))
+        if n == 0:
+            code.append(I("setp.gt.u64", pred, ch.step, CHAIN_STEP_LIMIT))
+        else:
+            code.append(I("setp.gt.or.u64", pred, ch.step, CHAIN_STEP_LIMIT, pred))
+        code.append(I("setp.lt.or.u64", pred, top, ch.base, pred))
+        for reg in (ch.base, top):
+            conds.append(Cond(Form.ROOT_ADDRESS, reg, ch.root, ch.align, ch.start, ch.end))
+    if seed is not None:
+        code.append(I("or.pred", pred, pred, seed))
+    return code, conds, pred
 
 
 # --------------------------------------------------------------------------
@@ -197,6 +309,11 @@ def mark_dominated(plan: FunctionPlan, units: list[Unit]) -> None:
         if not u.conds:
             continue
         k = cond.key(plan, u.conds[0])
+        if u.chains:  # its chains are not among its conditions: it decides itself
+            if not any(cond.constant_failure(plan, c) for c in u.conds):
+                for c in u.conds:
+                    candidates.setdefault(cond.key(plan, c), []).append(u)
+            continue
         for a in reversed(candidates.get(k, [])[-64:]):
             if dom_pos(a.index, u.index) and all(
                     any(cond.implies(plan, c, d) and stable(c.reg, a.index) for c in a.conds)
