@@ -395,9 +395,9 @@ WHY = {
                               "provenance; a step's two loads share one compare against "
                               "the lookup cache, and each thread's first lookup is a "
                               "runtime call",
-    "backprop (rodinia)": "the unrolled loop's addresses are a chain of pointer increments, "
-                          "each checked on its own (bounding them through the iteration "
-                          "count was measured a loss on loops this short)",
+    "backprop (rodinia)": "the unrolled loop's column addresses are checked at the chain's "
+                          "two ends (optimisation.Chain); the input row and the prologue "
+                          "remain",
 }
 
 

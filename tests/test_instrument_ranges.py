@@ -100,6 +100,29 @@ def test_a_shared_array_filled_by_a_strided_loop(n, bad):
     assert_same(o)
 
 
+WRAP = r"""
+extern "C" __global__ void wrap(float* out, unsigned k)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = s[(threadIdx.x + k) % MOD];
+}
+"""
+
+
+@pytest.mark.parametrize("mod,bad", [(64, 0), (128, 32)])
+def test_an_index_wrapped_by_a_mask_is_proven_only_inside_the_array(mod, bad):
+    o = run_both(WRAP.replace("MOD", str(mod)), "wrap", (1, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(64, np.float32)), np.uint32(32)])
+    guarded = o.stats["wrap"]["removed"].get("guarded-in-bounds", 0)
+    assert guarded == (1 if bad == 0 else 0)
+    assert len(o.device) == bad
+    if bad:
+        assert kinds(o) == {"shared-out-of-bounds"}
+    assert_same(o)
+
+
 CHASE = r"""
 struct Node { int next; float value; };
 extern "C" __global__ void chase(float* out, const Node* const* lists, int steps)

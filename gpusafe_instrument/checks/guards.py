@@ -12,7 +12,8 @@ unrolls into steps of the form::
     ld.shared.f32 f, [s + R + 512]     only reached with T <= 127
 
 :meth:`Guards.offset_range` gives the values an offset register can hold at
-an access: ``R = T * c`` (``mul.wide``/``cvt`` of a 32-bit ``T``), ``T``'s
+an access: ``R = X & K`` (``K`` a non-negative constant: ``[0, K]``), or
+``R = T * c`` (``mul.wide``/``cvt`` of a 32-bit ``T``), ``T``'s
 range from its definition (``%tid``, ``and`` with a constant) narrowed by
 every branch on ``T`` against a constant whose outcome the access's block
 implies (a block entered only from that branch's one side, dominating the
@@ -127,6 +128,10 @@ class Guards:
         elif st.opcode in ("cvt.s64.s32", "cvt.u64.u32") and len(ops) == 2 \
                 and isinstance(ops[1], Register):
             index, scale = ops[1].name, 1
+        elif st.opcode == "and.b64" and len(ops) == 3:
+            # a wrapped index, (t + 1) % n: whatever the other operand, [0, K]
+            k = next((c for c in map(_imm, ops[1:]) if c is not None), None)
+            return (0, k) if k is not None and 0 <= k < 1 << 62 else None
         else:
             return None
         r = self.index_range(index, at)
