@@ -16,6 +16,8 @@ from test_instrument_cpu import Buf, PtrTable, assert_same, kinds, run_both
 from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
+pytestmark = pytest.mark.slow  # NVRTC and two launches per test: about a second each
+
 COPY = r"""
 extern "C" __global__ void copy(float* y, const float* x, float a, int start, int n, int step)
 {
