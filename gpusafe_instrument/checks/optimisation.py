@@ -83,6 +83,10 @@ class Region:
 
 
 CHAIN_STEP_LIMIT = 1 << 40
+CHAIN_LENGTH = 4
+"""Links a chain may have: one filter before a longer chain lets ptxas issue
+all of its loads at once, and the registers go up to the plain kernel's and
+more (lud diagonal, 16 rows: 53 -> 72 registers unlimited, 54 with 4)."""
 
 _CONVERGENT = frozenset({
     "bar", "barrier", "shfl", "vote", "match", "redux", "activemask", "elect", "mma", "wmma",
@@ -201,6 +205,8 @@ def _chained(plan: FunctionPlan, acc: Access,
     if c.form is not Form.ROOT_ADDRESS or c.start < 0 or c.reg not in chain:
         return None
     base, step, k = chain[c.reg]
+    if k > CHAIN_LENGTH:
+        return None
     return Chain(base, step, k, c.root, c.align, c.start, c.end)
 
 
