@@ -384,15 +384,20 @@ def run(bench: Bench) -> tuple[int, int, dict]:
 
 
 WHY = {
-    "saxpy grid-stride": "the index is the loop's induction variable: one compare and "
-                         "branch per iteration (bounding the whole range before the loop "
-                         "is not done yet)",
-    "reduction": "the shared-array checks of s[t + w] in each step are implied by the "
-                 "branch t < w, which the pass does not use (no range analysis yet)",
+    "saxpy grid-stride": "the index is the loop's induction variable: its whole range is "
+                         "checked once before the loop (checks/ranges.py), but a branch on "
+                         "that check's predicate stays in each iteration (no loop versioning)",
+    "reduction": "the t < w steps are proven in bounds (checks/guards.py); s[t] is not "
+                 "(blockDim is known only at launch)",
     "histogram": "local[data[i]]: the index is a byte loaded from memory, so the pass "
                  "cannot bound it and checks every atomic",
     "pointer-chasing gather": "every node address is loaded from memory: unknown "
-                              "provenance, checked against the lookup cache each step",
+                              "provenance; a step's two loads share one compare against "
+                              "the lookup cache, and each thread's first lookup is a "
+                              "runtime call",
+    "backprop (rodinia)": "the unrolled loop's column addresses are checked at the chain's "
+                          "two ends (optimisation.Chain); the input row and the prologue "
+                          "remain",
 }
 
 

@@ -83,13 +83,13 @@ def conditions(plan: FunctionPlan, acc: Access) -> list[Cond]:
             else:
                 out.append(Cond(Form.ROOT_OFFSET, v.off_reg, acc.root, align, s0, s0 + w))
         if not static_align and al > 1:
-            out.append(alignment_condition(acc))
+            out.append(alignment_condition(plan, acc))
         return out
     if acc.mode is Mode.LOOKUP:
         assert isinstance(base, Register) and imm >= 0
         out.append(Cond(Form.LOOKUP, base.name, None, 1, imm, imm + w))
         if al > 1:
-            out.append(alignment_condition(acc))
+            out.append(alignment_condition(plan, acc))
         return out
     assert acc.mode is Mode.WINDOW and isinstance(v, prov.Ptr)
     root = v.root
@@ -106,15 +106,21 @@ def conditions(plan: FunctionPlan, acc: Access) -> list[Cond]:
         out.append(Cond(Form.WINDOW_ADDRESS, base.name, (root.name, v.space, bits), 1, imm,
                         imm + w))
     if not (root.align % al == 0 and v.align % al == 0 and imm % al == 0) and al > 1:
-        out.append(alignment_condition(acc))
+        out.append(alignment_condition(plan, acc))
     return out
 
 
-def alignment_condition(acc: Access) -> Cond:
+def alignment_condition(plan: FunctionPlan, acc: Access) -> Cond:
+    """The access's address is misaligned.  When the base register is
+    ``X + Y`` with ``Y`` always a multiple of the alignment (a pointer plus a
+    scaled index: ``guards.aligned_part``), the condition tests ``X``, which
+    a loop often leaves unchanged: the loop then tests it once, before it."""
     a = acc.access
     base = a.address.base
     al = a.alignment
     name = base.name if isinstance(base, Register) else None
+    if name is not None and len(acc.path) == 1:
+        name = plan.guards().aligned_part(name, acc.path[0], al) or name
     imm = a.address.offset % al
     return Cond(Form.ALIGNMENT, name, (imm, a.address.offset if name is None else 0), al, 0, 0)
 

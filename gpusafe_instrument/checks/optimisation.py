@@ -8,19 +8,25 @@
 * **hoisted** (:class:`LoopHoister`): conditions whose inputs a loop never
   writes are computed once before the loop into a predicate the filters in
   the loop OR in.
+* **induction range** (:class:`LoopHoister` with ``ranges``): a condition on
+  an offset that follows the loop's induction variable is replaced by the
+  same condition on the largest offset the loop can reach, tested once before
+  the loop into the same predicate (the premises of that bound included).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import cfg as cfg_mod
 from .. import provenance as prov
 from ..nodes import ArgumentList, Block, Instruction, Loc, Pragma, Register, Statement
 from . import conditions as cond
+from . import ranges
 from .conditions import Cond, Form
-from .emission import Emitter
+from .emission import Emitter, I
 from .planning import Access, FunctionPlan, Mode
+from .ranges import all_defs
 
 
 @dataclass(eq=False)
@@ -38,10 +44,49 @@ class Unit:
     dom: Unit | None = None
     used: bool = False  # some other unit's filter reuses this one's predicate
     pred: str | None = None
+    chains: list[Chain] = field(default_factory=list)
+    """Accesses of the region checked through a chain of additions (:class:`Chain`)."""
 
 
 # --------------------------------------------------------------------------
 # grouped checks
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Accesses of a grouped run through addresses ``base + k * step``,
+    ``k`` at most ``count``, each made by additions of ``step`` inside the
+    run from ``base`` (both registers as they are where the run begins): an
+    unrolled loop walking a column (``p += stride`` between accesses).  The
+    run's filter checks ``base`` and ``base + count * step`` against the
+    root, with the premises ``step <= 2**40`` and no wrap (the last address
+    not below ``base``); the addresses in between then lie between the two,
+    inside the root.  A failed premise or end sends the run to its slow copy,
+    which checks each access on its own."""
+
+    base: str
+    step: str
+    count: int
+    root: object
+    align: int
+    start: int
+    end: int
+
+
+@dataclass
+class Region:
+    """A grouped run: its accesses, and those of them checked through a chain."""
+
+    accesses: list[Access]
+    chains: list[Chain] = field(default_factory=list)
+    chained: set[int] = field(default_factory=set)  # ids of the accesses in a chain
+
+
+CHAIN_STEP_LIMIT = 1 << 40
+CHAIN_LENGTH = 4
+"""Links a chain may have: one filter before a longer chain lets ptxas issue
+all of its loads at once, and the registers go up to the plain kernel's and
+more (lud diagonal, 16 rows: 53 -> 72 registers unlimited, 54 with 4)."""
 
 _CONVERGENT = frozenset({
     "bar", "barrier", "shfl", "vote", "match", "redux", "activemask", "elect", "mma", "wmma",
@@ -73,36 +118,126 @@ def _copies(acc: Access) -> bool:
     return acc.instr.op == "cp"
 
 
-def regions(plan: FunctionPlan) -> list[list[Access]]:
-    """Runs of root/window accesses inside one basic block whose checks can
-    all be made before the first: no register a check reads is written in
-    between, and nothing in between needs the warp converged."""
+def regions(plan: FunctionPlan) -> list[Region]:
+    """Runs of root/window/lookup accesses inside one basic block whose
+    checks can all be made before the first: no register a check reads is
+    written in between (or, for a root address, it is a :class:`Chain` from
+    registers that are not), and nothing in between needs the warp
+    converged.  An access whose filter reads a register written since the
+    run began starts the next run when it is a lookup (an address loaded
+    from memory)."""
     graph = plan.graph
     body = plan.fn.body
     assert body is not None
     by_pos = {a.path[0]: a for a in plan.accesses
               if len(a.path) == 1 and _groupable(plan, a)}
-    out: list[list[Access]] = []
+    out: list[Region] = []
     for bb in graph.blocks:
-        region: list[Access] = []
+        region = Region([])
         written: set[str] = set()
+        chain: dict[str, tuple[str, str, int]] = {}  # register -> (base, step, k)
         for i in range(bb.start, bb.end):
             st = body[i]
-            if region and _ends_region(st):
-                if len(region) > 1:
+            if region.accesses and _ends_region(st):
+                if len(region.accesses) > 1:
                     out.append(region)
-                region, written = [], set()
+                region, written, chain = Region([]), set(), {}
             acc = by_pos.get(i)
             if acc is not None:
-                if not region:
-                    region = [acc]
+                if not region.accesses:
+                    region = Region([acc])
                 elif not (cond.inputs(plan, acc) & written):
-                    region.append(acc)
-            if region and type(st) is Instruction:
-                written.update(prov.defs(st))
-        if len(region) > 1:
+                    region.accesses.append(acc)
+                elif (link := _chained(plan, acc, chain)) is not None:
+                    region.accesses.append(acc)
+                    region.chains.append(link)
+                    region.chained.add(id(acc))
+                elif acc.mode is Mode.LOOKUP:
+                    # a pointer loaded since the region began (a linked
+                    # list's next node): the region ends before it and a new
+                    # one starts with it.  Root and window accesses stay on
+                    # their own instead: they usually join the old region
+                    # later at no cost (merged offset ranges), measured
+                    if len(region.accesses) > 1:
+                        out.append(region)
+                    region, written, chain = Region([acc]), set(), {}
+            if region.accesses and type(st) is Instruction:
+                defs = prov.defs(st)
+                link_of = _chain_step(st, written, chain)
+                for r in defs:
+                    chain.pop(r, None)
+                if link_of is not None:
+                    chain[defs[0]] = link_of
+                written.update(defs)
+        if len(region.accesses) > 1:
             out.append(region)
     return out
+
+
+def _chain_step(st: Instruction, written: set[str],
+                chain: dict[str, tuple[str, str, int]]) -> tuple[str, str, int] | None:
+    """``st`` as one more link of a chain: ``add.s64 R, Y, D`` with ``D``
+    as at the run's start and ``Y`` either as at the run's start (``k`` 1)
+    or a chain of the same step (``k`` + 1)."""
+    ops = st.operands
+    if st.opcode not in ("add.s64", "add.u64") or st.guard is not None or len(ops) != 3 \
+            or not all(isinstance(o, Register) for o in ops):
+        return None
+    for y, d in ((ops[1].name, ops[2].name), (ops[2].name, ops[1].name)):
+        if d in written:
+            continue
+        if y in chain and chain[y][1] == d:
+            return chain[y][0], d, chain[y][2] + 1
+        if y not in written:
+            return y, d, 1
+    return None
+
+
+def _chained(plan: FunctionPlan, acc: Access,
+             chain: dict[str, tuple[str, str, int]]) -> Chain | None:
+    """The chain a root-address access's only condition follows, if any."""
+    if acc.mode is not Mode.ROOT:
+        return None
+    conds = cond.conditions(plan, acc)
+    if len(conds) != 1:
+        return None
+    c = conds[0]
+    if c.form is not Form.ROOT_ADDRESS or c.start < 0 or c.reg not in chain:
+        return None
+    base, step, k = chain[c.reg]
+    if k > CHAIN_LENGTH:
+        return None
+    return Chain(base, step, k, c.root, c.align, c.start, c.end)
+
+
+def chain_code(em: Emitter, chains: list[Chain],
+               seed: str | None) -> tuple[list[Statement], list[Cond], str]:
+    """The instructions a region's filter needs for its chains (the last
+    address of each, the premises into a predicate, ``seed`` ORed in), the
+    conditions on both ends, and that predicate (the filter's new seed)."""
+    merged: dict[tuple, Chain] = {}
+    for ch in chains:
+        k = (ch.base, ch.step, ch.root, ch.align)
+        m = merged.get(k)
+        merged[k] = ch if m is None else Chain(
+            ch.base, ch.step, max(m.count, ch.count), ch.root, ch.align,
+            min(m.start, ch.start), max(m.end, ch.end))
+    pred = em.reg("chain", ".pred")
+    code: list[Statement] = []
+    conds: list[Cond] = []
+    for n, ch in enumerate(merged.values()):
+        top = em.reg(f"chain{n}", ".b64")
+        code.append(I("mad.lo.s64", top, ch.step, ch.count, ch.base))
+        if n == 0:
+            code.append(I("setp.gt.u64", pred, ch.step, CHAIN_STEP_LIMIT))
+        else:
+            code.append(I("setp.gt.or.u64", pred, ch.step, CHAIN_STEP_LIMIT, pred))
+        code.append(I("setp.lt.or.u64", pred, top, ch.base, pred))
+        for reg in (ch.base, top):
+            conds.append(Cond(Form.ROOT_ADDRESS, reg, ch.root, ch.align, ch.start, ch.end))
+    if seed is not None:
+        code.append(I("or.pred", pred, pred, seed))
+    return code, conds, pred
 
 
 # --------------------------------------------------------------------------
@@ -180,6 +315,11 @@ def mark_dominated(plan: FunctionPlan, units: list[Unit]) -> None:
         if not u.conds:
             continue
         k = cond.key(plan, u.conds[0])
+        if u.chains:  # its chains are not among its conditions: it decides itself
+            if not any(cond.constant_failure(plan, c) for c in u.conds):
+                for c in u.conds:
+                    candidates.setdefault(cond.key(plan, c), []).append(u)
+            continue
         for a in reversed(candidates.get(k, [])[-64:]):
             if dom_pos(a.index, u.index) and all(
                     any(cond.implies(plan, c, d) and stable(c.reg, a.index) for c in a.conds)
@@ -207,18 +347,6 @@ def writes(st: Statement) -> set[str]:
     return out
 
 
-def all_defs(st: Statement) -> set[str]:
-    """Registers a top-level statement (an instruction or a ``{ }`` block) writes."""
-    if type(st) is Instruction:
-        return set(prov.defs(st))
-    if type(st) is Block:
-        out: set[str] = set()
-        for inner in st.statements:
-            out |= all_defs(inner)
-        return out
-    return set()
-
-
 # --------------------------------------------------------------------------
 # loop-invariant checks
 
@@ -235,6 +363,8 @@ class LoopHoister:
         self._defs_cache: dict[int, set[str]] = {}
         self._invariant: dict[int, tuple[int, str, list[Cond]]] = {}
         self._innermost: dict[int, int] | None = None  # block -> its innermost loop's header
+        self._ranges: dict[tuple[int, str], str] = {}  # (loop, offset register) -> its bound
+        self._setup: dict[int, list[Statement]] = {}  # loop -> code computing the bounds
 
     def _loop_of(self, index: int) -> int | None:
         """The innermost loop (its header block) holding top-level statement ``index``."""
@@ -295,6 +425,11 @@ class LoopHoister:
             if (c.form in self._HOISTABLE and not cond.constant_failure(self.plan, c)
                     and (c.reg is None or c.reg not in written)):
                 hoist.append(c)
+                continue
+            bounded = self._induction_bound(c, header, index)
+            if bounded is not None:
+                hoist.extend(bounded)
+                self.plan.stats.removed["induction-range"] += 1
             else:
                 keep.append(c)
         if not hoist:
@@ -304,10 +439,49 @@ class LoopHoister:
         self.plan.stats.removed["hoisted-out-of-loop"] += len(hoist)
         return keep, pred
 
+    def _induction_bound(self, c: Cond, header: int, index: int) -> list[Cond] | None:
+        """``c`` on the largest offset the loop's induction variable gives
+        its register (``ranges``), or None when the loop or the register is
+        not of that shape.  A negative start stays in the loop: only the
+        largest offset is bounded.  (Addresses advanced by a pointer
+        increment, bounded through the loop's iteration count, were measured
+        a net loss on short loops and are not done: docs/decisions.md.)"""
+        plan = self.plan
+        if c.reg is None or cond.constant_failure(plan, c) or plan.bits(c.reg) != 64:
+            return None
+        key = (header, c.reg)
+        if c.form in (Form.ROOT_OFFSET, Form.WINDOW_OFFSET) and c.start >= 0:
+            top = self._ranges.get(key)
+            if top is None:
+                ind = ranges.induction(plan, header, c.reg, index)
+                if ind is None:
+                    return None
+                em = self.emitter
+                top = em.reg(f"top{len(self._ranges)}", ".b64")
+                self._add_setup(header, lambda fresh: ranges.preheader_code(
+                    ind, top, self._premise(header), em.reg("m", ".b32"),
+                    em.reg("mx", ".b32"), fresh=fresh))
+                self._ranges[key] = top
+            return [Cond(c.form, top, c.root, c.align, c.start, c.end)]
+        return None
+
+    def _premise(self, header: int) -> str:
+        """The predicate the range arguments of loop ``header`` set when
+        their premises fail (ORed into the loop's predicate)."""
+        return self.emitter.reg(f"rng{header}", ".pred")
+
+    def _add_setup(self, header: int, code) -> None:
+        """Append the code ``code(fresh)`` makes to the loop's preheader;
+        ``fresh``: it is the first to write the premise predicate."""
+        fresh = header not in self._setup
+        self._setup.setdefault(header, []).extend(code(fresh))
+
     def preheader_code(self) -> dict[int, list[Statement]]:
         """Statement index -> the invariant checks to insert before it."""
         out: dict[int, list[Statement]] = {}
-        for at, pred, conds in self._invariant.values():
-            code = self.emitter.emit(cond.merge(self.plan, conds), None, pred=pred)
-            out.setdefault(at, []).extend(code)
+        for header, (at, pred, conds) in self._invariant.items():
+            setup = self._setup.get(header, [])
+            seed = self.emitter.reg(f"rng{header}", ".pred") if setup else None
+            code = self.emitter.emit(cond.merge(self.plan, conds), None, pred=pred, seed=seed)
+            out.setdefault(at, []).extend(setup + code)
         return out

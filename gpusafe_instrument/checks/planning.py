@@ -9,7 +9,8 @@ kind, width, address) and the provenance of the address
   offset, an alignment; ``gpusafe_instrument/layout.py``);
 * **window**: derived from a ``.shared``/``.local``/``.global`` variable,
   checked against the variable's extent; **static** when a constant offset is
-  in bounds (no check);
+  in bounds, or the branches dominating the access keep its offset register
+  in bounds (``guards``): no check;
 * **argument**: derived from a device function's pointer parameter whose
   callers pass the window of the local variable it points into
   (``arguments``): a local access is checked against that window, a generic
@@ -35,6 +36,7 @@ from .. import query
 from ..nodes import Function, Instruction, Module, Register, Symbol, Variable
 from ..runtime import HEAP_WRAPPERS
 from ..sites import SiteTable
+from . import guards
 from .outcome import CannotCheck, FunctionStats
 
 CHECKED_SPACES = ("global", "shared", "local", "generic")
@@ -135,6 +137,7 @@ class FunctionPlan:
         self.graph = cfg_mod.build(fn)
         self.domtree = self.graph.dominator_tree()
         self.loops = self.graph.loops(self.domtree)  # header block -> body blocks
+        self._guards: guards.Guards | None = None  # built for the first window access
         self.needs_ctx = False
         self.calls = Calls()
         self.fallback_roots: set[int] = set()
@@ -289,6 +292,10 @@ class FunctionPlan:
                     acc.mode = Mode.STATIC
                     self.stats.removed["static-in-bounds"] += 1
                     return
+            if self._guarded(acc, v, root):
+                acc.mode = Mode.STATIC
+                self.stats.removed["guarded-in-bounds"] += 1
+                return
             acc.mode = Mode.WINDOW
             if root.size is None:
                 self.uses_dyn = True
@@ -307,6 +314,29 @@ class FunctionPlan:
         if space in ("global", "generic"):
             self.uses_cache = True
         self._new_site(acc, None)
+
+    def _guarded(self, acc: Access, v: prov.Ptr, root: prov.VarRoot) -> bool:
+        """Whether the branches dominating ``acc`` keep its offset register
+        in a range that puts the whole access inside the variable, aligned
+        (``guards``: a shared tree reduction's ``if (t < w)`` steps)."""
+        a = acc.access
+        w, al = a.width, a.alignment
+        if v.off_reg is None or v.off_const is None or root.size is None or w <= 0 \
+                or len(acc.path) != 1 or not (root.align % al == 0 and v.align % al == 0):
+            return False
+        r = self.guards().offset_range(v.off_reg, acc.path[0])
+        if r is None:
+            return False
+        s = v.off_const + a.address.offset
+        return s % al == 0 and 0 <= r[0] + s and r[1] + s + w <= root.size
+
+    def guards(self) -> guards.Guards:
+        """Ranges and alignments from the function's definitions and
+        branches (built when first asked for)."""
+        if self._guards is None:
+            assert self.fn.body is not None
+            self._guards = guards.Guards(self.fn.body, self.graph, self.domtree)
+        return self._guards
 
     def _new_site(self, acc: Access, root: str | None) -> None:
         a = acc.access
@@ -329,6 +359,7 @@ class FunctionPlan:
         rewritten (its statistics, roots and slots stay)."""
         self.accesses = []
         self.graph = self.domtree = self.loops = None  # type: ignore[assignment]
+        self._guards = None
         self.types = {}
         self.analysis = None
 

@@ -15,7 +15,7 @@ from ..nodes import Block, Instruction, RegisterDecl, Statement, Variable, Verba
 from ..printer import statements_text
 from . import conditions as cond
 from .emission import Emitter, I
-from .optimisation import LoopHoister, Unit, mark_dominated, regions
+from .optimisation import LoopHoister, Unit, chain_code, mark_dominated, regions
 from .planning import UNCHECKED_MODES, Access, FunctionPlan, Mode
 from .slow_path import slow_path
 
@@ -101,10 +101,12 @@ class FunctionRewriter:
         grouped: set[int] = set()
         units: list[Unit] = []
         for region in regions(plan):
-            grouped.update(id(a) for a in region)
-            units.append(Unit(region[0].path[0], region, True,
-                              cond.merge(plan, [c for a in region
-                                                for c in cond.conditions(plan, a)])))
+            grouped.update(id(a) for a in region.accesses)
+            units.append(Unit(region.accesses[0].path[0], region.accesses, True,
+                              cond.merge(plan, [c for a in region.accesses
+                                                if id(a) not in region.chained
+                                                for c in cond.conditions(plan, a)]),
+                              chains=region.chains))
         for acc in plan.accesses:
             if acc.mode in (Mode.ROOT, Mode.WINDOW) and id(acc) not in grouped \
                     and len(acc.path) == 1:
@@ -129,10 +131,15 @@ class FunctionRewriter:
             plan.stats.removed["dominated"] += 1
         else:
             conds, seed = self.hoister.hoist(conds, start)
+            setup: Code = []
+            if unit.chains:  # after hoisting: the chains' registers change in loops
+                setup, more, seed = chain_code(em, unit.chains, seed)
+                conds = cond.merge(plan, conds + more)
+                plan.stats.removed["chained"] += len(unit.chains)
             if unit.used:
-                before = self._emit_unit(unit, conds, copy, seed)
+                before = setup + self._emit_unit(unit, conds, copy, seed)
             else:
-                before = em.emit(conds, copy, seed=seed)
+                before = setup + em.emit(conds, copy, seed=seed)
         self._before[(start,)] = _printed(before)
         self._after[(end,)] = [ptx.Label(rejoin)]
         # the slow copy: the same statements, every access checked on its own
