@@ -61,9 +61,9 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     v = acc.value
     if acc.mode is Mode.ROOT:
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ParamRoot)
-        how = layout.how(layout.MODE_ROOT, "global", a.space == "generic",
-                         plan.root_index[v.root])
-    elif acc.mode is Mode.WINDOW:
+        out.extend(_inline_root(em, acc, addr, plan.root_index[v.root], do, skip))
+        return [Verbatim(statements_text(out))]
+    if acc.mode is Mode.WINDOW:
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
         root = v.root
         lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
@@ -270,6 +270,70 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
     return out
 
 
+def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
+                 do: str, skip: str) -> list[Statement]:
+    """``__gpusafe_check`` of a root access, inline: the verdicts of the
+    runtime in its order (null page, use after free where the access starts,
+    out of the root's allocation, misaligned) against the bounds the host
+    resolved for root ``index`` (``layout.ROOT_BOUNDS`` in the launch
+    context).  A root the host found in no allocation has the empty window
+    ``[0, 0)``: every access through it that is not a null access is out of
+    bounds, with tag 0.  No call, so that a kernel of root and window checks
+    is not charged the runtime's registers."""
+    a = acc.access
+    at = layout.root_offset(index)
+    field = layout.ROOT_BOUNDS.offset
+    ctx = em.ctx()
+    kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
+    bad = em.reg("bad", ".pred")
+    lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+    record = em.label("rec")
+    out: list[Statement] = [
+        I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
+        I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
+        I("mov.u32", tag, 0),
+        I("bra", record, guard=ptx.Guard(bad)),
+        em.load_ctx(),
+        I("ld.global.u32", tag, Address(Register(ctx), at + field("tag"))),
+        I("ld.global.u64", lo, Address(Register(ctx), at + field("low"))),
+        I("ld.global.u64", hi, Address(Register(ctx), at + field("high"))),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        I("setp.lt.u64", bad, addr, lo),
+        I("bra", record, guard=ptx.Guard(bad)),
+        # a static zero-width access may start at the end
+        I("setp.gt.u64" if a.size is None and a.width == 0 else "setp.ge.u64", bad, addr, hi),
+        I("bra", record, guard=ptx.Guard(bad)),
+    ]
+    state = em.reg("state", ".b32")
+    out += [
+        I("ld.global.u32", state, Address(Register(ctx), at + field("state"))),
+        I("setp.ne.u32", bad, state, layout.ALLOC_LIVE),
+        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+    ]
+    # inside [lo, hi): the access fits when hi - addr >= its width
+    span = em.reg("span", ".b64")
+    out.append(I("sub.u64", hi, hi, addr))
+    if a.size is not None:
+        out.append(I("cvt.u64.u32", span, a.size.name))
+        out.append(I("setp.lt.u64", bad, hi, span))
+    else:
+        out.append(I("setp.lt.u64", bad, hi, a.width))
+    out.append(I("bra", record, guard=ptx.Guard(bad)))
+    if a.alignment > 1:
+        out.append(I("and.b64", span, addr, a.alignment - 1))
+        out.append(I("setp.ne.u64", bad, span, 0))
+        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    out.append(I("bra.uni", do))
+    out.append(ptx.Label(record))
+    out.extend(_record(em, acc, addr, kind, tag))
+    out.extend(_not_performed(em, acc))
+    out.append(I("bra.uni", skip))
+    return out
+
+
 _RECORD = layout.VIOLATION_RECORD.offset
 _BUFFER = layout.VIOLATION_BUFFER.offset
 _OUT_OF_BOUNDS = {
@@ -279,7 +343,8 @@ _OUT_OF_BOUNDS = {
 }
 
 
-def _record(em: Emitter, acc: Access, addr: str, kind: str) -> list[Statement]:
+def _record(em: Emitter, acc: Access, addr: str, kind: str,
+            tag: object = 0) -> list[Statement]:
     """``__gpusafe_record`` inline (tag 0: a variable is no allocation): claim
     a record of the violation buffer, or count it as dropped when the buffer
     is full."""
@@ -310,7 +375,7 @@ def _record(em: Emitter, acc: Access, addr: str, kind: str) -> list[Statement]:
     store("site", acc.site)
     store("address", addr, "u64")
     store("width", a.size.name if a.size is not None else a.width)
-    store("tag", 0)
+    store("tag", tag)
     t = em.reg("rt", ".b32")
     for field, sreg in (("thread", "%tid"), ("block", "%ctaid")):
         for k, axis in enumerate("xyz"):
