@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 import pytest
-from test_instrument_cpu import VADD, Buf, assert_same, f32, kinds, run_both
+from test_instrument_cpu import GATHER, VADD, Buf, assert_same, f32, kinds, run_both
 
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
@@ -50,11 +50,13 @@ def _body(ptx: str, name: str) -> str:
     return ptx[start:end.start()]
 
 
-@pytest.mark.parametrize(("source", "kernel"), [(VADD, "vadd"), (MATMUL, "matmul")])
-def test_common_kernels_call_no_runtime_and_ptxas_accepts_them(source, kernel):
+@pytest.mark.parametrize(("source", "kernel", "check"),
+                         [(VADD, "vadd", "root"), (MATMUL, "matmul", "root"),
+                          (GATHER, "gather", "lookup")])
+def test_common_kernels_call_no_runtime_and_ptxas_accepts_them(source, kernel, check):
     result = instrument(nvrtc_compile(source, "k.cu", "compute_75"))
     checks = result.stats[kernel].to_dict()["checks"]
-    assert checks.get("root", 0) >= 1
+    assert checks.get(check, 0) >= 1
     body = _body(result.ptx, kernel)
     assert not re.search(r"\bcall\b", body)
     for arch in ("sm_75", "sm_90"):

@@ -4,7 +4,9 @@ Before the launch, :meth:`LaunchPipeline.prepare` places in device memory the
 allocation table (uploaded again only when it changed), an empty violation
 buffer (only its header is written: the records past ``count`` are never
 read) and the launch context (each pointer root's bounds and every check
-slot's limit, ``gpusafe_instrument/host.py``), and gives the parameter buffer of the
+slot's limit, ``gpusafe_instrument/host.py``; a pointer argument in no
+allocation is looked for among the device heap's blocks, read back for it),
+and gives the parameter buffer of the
 instrumented kernel: the program's own parameters and the hidden context
 pointer.  The device heap table of the launch's context (the blocks of
 in-kernel ``malloc``, kept across launches) is placed the first time a
@@ -306,6 +308,8 @@ class LaunchPipeline:
             return []
         bases = [a.base for a in ordered]
         for value in host.root_values(info, params):
+            if value < layout.NULL_PAGE:  # a null argument: no block is there
+                continue
             i = bisect.bisect_right(bases, value) - 1
             if not (i >= 0 and value <= ordered[i].base + ordered[i].size):
                 break
