@@ -204,12 +204,19 @@ def violation_buffer(capacity: int) -> bytes:
     return head + bytes(capacity * layout.VIOLATION_RECORD.size)
 
 
-def kernel_params(kernel: KernelInfo, params: bytes, context_address: int) -> bytes:
+def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
+                  context: bytes = b"") -> bytes:
     """The instrumented kernel's parameter buffer: the original one, padded to
-    the hidden parameter, then the hidden parameter: the context's address."""
+    the hidden parameter, then the hidden parameter: the context's address;
+    then, for a kernel taking them (``limit_params``), the check slots'
+    limits, copied from the end of ``context`` (the launch context's bytes)."""
     buf = bytearray(params[:kernel.context_param_offset])
     buf += bytes(kernel.context_param_offset - len(buf))
     buf += context_address.to_bytes(8, "little")
+    if kernel.limit_params and kernel.slots:
+        limits = context[len(context) - 8 * len(kernel.slots):]
+        assert len(limits) == 8 * len(kernel.slots)
+        buf += limits
     return bytes(buf)
 
 

@@ -295,7 +295,7 @@ class LaunchPipeline:
         except BaseException:
             self.release(launch)
             raise
-        launch.params = host.kernel_params(info, params, context_address)
+        launch.params = host.kernel_params(info, params, context_address, context)
         return launch
 
     def _root_heap_blocks(self, info: KernelInfo, params: bytes,
