@@ -121,16 +121,39 @@ def allocation_table(allocations: Iterable[AllocationRecord]) -> bytes:
     return bytes(out)
 
 
-def resolve(value: int, allocations: Sequence[AllocationRecord]) -> ResolvedRoot:
+def resolve(value: int, allocations: Sequence[AllocationRecord],
+            heap_blocks: Sequence[HeapBlock] = ()) -> ResolvedRoot:
     """The allocation a pointer parameter points into: the one containing it,
-    else the one it points one past the end of; live ones first."""
+    else the one it points one past the end of; live ones first.  Failing
+    that, the device-heap block (of an earlier launch) holding it or ending
+    at it, newest first as the device runtime looks blocks up.  Tag 0: none;
+    the kernel then judges every access through the root against an empty
+    window (out of bounds, or the null page)."""
     inside = [a for a in allocations if a.base <= value < a.base + a.size]
     past_end = [a for a in allocations if value == a.base + a.size]
     for group in (inside, past_end):
         if group:
             best = sorted(group, key=lambda a: (not a.live, a.base))[0]
             return ResolvedRoot(value, best.base, best.base + best.size, best.tag, best.live)
+    for b in sorted(heap_blocks, key=lambda b: b.tag, reverse=True):
+        if b.base <= value <= b.base + b.size:
+            return ResolvedRoot(value, b.base, b.base + b.size, b.tag, b.live)
     return ResolvedRoot(value, 0, 0, 0, False)
+
+
+def decode_heap_table(data: bytes) -> list[HeapBlock]:
+    """The published blocks of a heap table read back from the device (its
+    header and the entries its count claims, at most its capacity)."""
+    head = layout.HEAP_HEADER.unpack(data)
+    count = min(int(head["count"]), int(head["capacity"]))  # type: ignore[arg-type]
+    size = layout.HEAP_ENTRY.size
+    out = []
+    for i in range(count):
+        at = layout.HEAP_HEADER.size + i * size
+        block = decode_heap_entry(data[at:at + size])
+        if block is not None:
+            out.append(block)
+    return out
 
 
 def root_values(kernel: KernelInfo, params: bytes) -> list[int]:
@@ -154,11 +177,13 @@ def slot_limit(slot_roots: Sequence[ResolvedRoot], end: int, align: int) -> int:
 
 def context_bytes(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRecord], *,
                   violations: int, table: int, table_len: int,
-                  dynamic_shared: int = 0, heap: int = 0, origin: int = 0) -> bytes:
+                  dynamic_shared: int = 0, heap: int = 0, origin: int = 0,
+                  heap_blocks: Sequence[HeapBlock] = ()) -> bytes:
     """The launch context of one launch of ``kernel`` with packed ``params``:
-    the header, each root's bounds, then each check slot's limit."""
+    the header, each root's bounds, then each check slot's limit.
+    ``heap_blocks``: the device heap's blocks, for roots in no allocation."""
     values = root_values(kernel, params)
-    resolved = [resolve(v, allocations) for v in values]
+    resolved = [resolve(v, allocations, heap_blocks) for v in values]
     out = bytearray(layout.LAUNCH_CONTEXT.pack(
         violations=violations, table=table, table_len=table_len,
         dynamic_shared_size=dynamic_shared, root_count=len(kernel.roots),
@@ -179,12 +204,19 @@ def violation_buffer(capacity: int) -> bytes:
     return head + bytes(capacity * layout.VIOLATION_RECORD.size)
 
 
-def kernel_params(kernel: KernelInfo, params: bytes, context_address: int) -> bytes:
+def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
+                  context: bytes = b"") -> bytes:
     """The instrumented kernel's parameter buffer: the original one, padded to
-    the hidden parameter, then the hidden parameter: the context's address."""
+    the hidden parameter, then the hidden parameter: the context's address;
+    then, for a kernel taking them (``limit_params``), the check slots'
+    limits, copied from the end of ``context`` (the launch context's bytes)."""
     buf = bytearray(params[:kernel.context_param_offset])
     buf += bytes(kernel.context_param_offset - len(buf))
     buf += context_address.to_bytes(8, "little")
+    if kernel.limit_params and kernel.slots:
+        limits = context[len(context) - 8 * len(kernel.slots):]
+        assert len(limits) == 8 * len(kernel.slots)
+        buf += limits
     return bytes(buf)
 
 

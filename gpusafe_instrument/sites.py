@@ -67,12 +67,25 @@ class KernelInfo:
     context_param_offset: int  # offset of the hidden parameter in the param buffer
     roots: tuple[RootInfo, ...]
     slots: tuple[SlotInfo, ...]
+    limit_params: bool = False  # each slot's limit is a hidden .u64 after the context pointer
 
     @property
     def param_buffer_size(self) -> int:
         """Bytes of the instrumented kernel's parameters: the original ones,
-        then the hidden ``.u64`` context pointer."""
-        return self.context_param_offset + 8
+        then the hidden ``.u64`` context pointer (and the slots' limits)."""
+        return self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
+
+    @property
+    def hidden_limit_offsets(self) -> tuple[int, ...]:
+        """Offsets of the hidden limit parameters in the parameter buffer."""
+        if not self.limit_params:
+            return ()
+        return tuple(self.context_param_offset + 8 + 8 * i for i in range(len(self.slots)))
+
+    @property
+    def hidden_offsets(self) -> tuple[int, ...]:
+        """Offsets of every hidden parameter: the context pointer, the limits."""
+        return (self.context_param_offset, *self.hidden_limit_offsets)
 
 
 @dataclass
@@ -119,6 +132,7 @@ class SiteTable:
                 context_param_offset=k["context_param_offset"],
                 roots=tuple(RootInfo(**r) for r in k["roots"]),
                 slots=tuple(SlotInfo(tuple(s["roots"]), s["end"], s["align"]) for s in k["slots"]),
+                limit_params=bool(k.get("limit_params", False)),
             )
         return cls(sites, kernels, dict(data.get("unchecked", {})))
 

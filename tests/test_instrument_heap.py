@@ -136,6 +136,21 @@ def test_a_heap_pointer_passed_as_a_kernel_argument_is_judged_against_its_block(
     assert list(d.memory.peek(p, N)) == [3 + i + 1 for i in range(N)]
 
 
+def test_a_heap_block_freed_by_an_earlier_launch_is_use_after_free_through_an_argument(
+        heap_module):
+    """The host resolves a pointer argument in no allocation from the heap
+    table at launch: a block an earlier launch freed is judged freed."""
+    d = _device(heap_module)
+    d.launch("make", d.slots, N, 0)
+    p = int(d.pointers()[5])
+    assert d.launch("release", d.slots, 0, 0) == []
+    found = d.launch("touch", p, 0)  # thread 0 reads and writes p[0]
+    assert sorted((v.kind.value, v.site.access, v.address) for v in found) == [
+        ("use-after-free", "read", p), ("use-after-free", "write", p)]
+    info = heap_allocation(d.pipeline, d.heap, found[0].tag)
+    assert info is not None and info.base == p and info.freed_at is not None
+
+
 def test_one_byte_past_a_heap_block_is_out_of_bounds_of_that_block(heap_module):
     d = _device(heap_module)
     found = d.launch("make", d.slots, N, 1)

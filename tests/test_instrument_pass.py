@@ -16,6 +16,14 @@ from gpusafe_instrument.runtime import CHECK_FUNCTION, CONTEXT_PARAM
 from gpusafe_instrument.sites import SiteTable
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
+
+def _context_last(fn) -> bool:
+    """The launch context is the last hidden parameter but the check slots'
+    limits (``emission.limits_as_params``)."""
+    names = [p.name for p in fn.params if not p.name.startswith("__gpusafe_lim")]
+    return names[-1] == CONTEXT_PARAM
+
+
 HEAD = ".version 7.0\n.target sm_75\n.address_size 64\n"
 
 KERNEL = HEAD + """
@@ -50,12 +58,13 @@ def test_every_kernel_gets_one_hidden_trailing_parameter():
     r = instrument(KERNEL)
     out = ptx.parse(r.ptx)
     k = out.function("k")
-    assert [p.name for p in k.params][-1] == CONTEXT_PARAM
+    assert _context_last(k)
     # the documented ABI: one .u64 holding the launch context's address
     info = r.sites.kernels["k"]
     assert (k.params[-1].type, k.params[-1].dims) == (".u64", ())
-    assert info.param_buffer_size == info.context_param_offset + 8
-    assert len(k.params) == 3
+    limits = len(info.hidden_limit_offsets)  # the slots' limits follow it
+    assert info.param_buffer_size == info.context_param_offset + 8 + 8 * limits
+    assert len(k.params) == 3 + limits
 
 
 def test_the_result_assembles():
@@ -152,7 +161,7 @@ def test_the_other_kernels_of_the_module_are_checked():
     r = instrument(UNCHECKABLE)
     assert set(r.sites.kernels) == {"plain"}
     assert [s.function for s in r.sites.sites] == ["plain"]
-    assert ptx.parse(r.ptx).function("plain").params[-1].name == CONTEXT_PARAM
+    assert _context_last(ptx.parse(r.ptx).function("plain"))
     again = SiteTable.from_json(r.sites.to_json())
     assert again.unchecked == r.sites.unchecked
 
@@ -190,13 +199,13 @@ def test_device_functions_that_check_get_the_context_and_their_callers_pass_it()
     m = ptx.parse(r.ptx)
     get = m.function("_Z3getPKfi")
     twice = m.function("_Z5twicei")
-    assert get.params[-1].name == CONTEXT_PARAM
+    assert _context_last(get)
     assert all(p.name != CONTEXT_PARAM for p in twice.params)
     k = m.function("k")
     text = r.ptx[r.ptx.index(".entry k"):]
     call = next(line for line in text.splitlines() if "_Z3getPKfi" in line and "call" in line)
     assert "__gs_ctxarg" in call or "__gs_ctxarg" in text
-    assert k.params[-1].name == CONTEXT_PARAM
+    assert _context_last(k)
     ptxas(r.ptx, "sm_75")
 
 

@@ -307,7 +307,7 @@ class Engine:
                 self.findings.report.record_unchecked(name, "internal error of gpusafe")
                 self.findings.freed_arguments(name, freed)
                 return perform(kernel_params, extra)
-            offsets = [offset for _, offset, _ in info.params] + [info.context_param_offset]
+            offsets = [offset for _, offset, _ in info.params] + list(info.hidden_offsets)
             array = PointerArray(launch.params, offsets)
             result = perform(array.address, 0)
             del array
@@ -325,8 +325,9 @@ class Engine:
                             extra: Any) -> PointerArray | None:
         """A graph kernel node's arguments copied now (as the driver copies
         them at add time), as a ``void*`` array laid out for the instrumented
-        kernel (its launch-context slot a placeholder that :meth:`launch`
-        replaces at each launch); None for a kernel that runs unchecked."""
+        kernel (its hidden slots, the launch context and the check slots'
+        limits, placeholders that :meth:`launch` replaces at each launch);
+        None for a kernel that runs unchecked."""
         entry = self.modules.kernel(int(function))
         if entry is None:
             return None
@@ -336,9 +337,9 @@ class Engine:
         end = max((offset + size for _, offset, size in info.params), default=0)
         params = pack(entry[1], info.params, end, cuda_args.convert_kernel_params(kernel_params),
                       int(extra or 0))
-        context = info.context_param_offset
-        buffer = params.ljust(max(end, context + 8), b"\0")
-        return PointerArray(buffer, [offset for _, offset, _ in info.params] + [context])
+        buffer = params.ljust(max(end, info.param_buffer_size), b"\0")
+        return PointerArray(buffer, [offset for _, offset, _ in info.params]
+                            + list(info.hidden_offsets))
 
     def _failed(self, launch: Launch, error: Any) -> None:
         """A launch that did not run, or ended in a device fault: what it

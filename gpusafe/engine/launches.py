@@ -4,7 +4,9 @@ Before the launch, :meth:`LaunchPipeline.prepare` places in device memory the
 allocation table (uploaded again only when it changed), an empty violation
 buffer (only its header is written: the records past ``count`` are never
 read) and the launch context (each pointer root's bounds and every check
-slot's limit, ``gpusafe_instrument/host.py``), and gives the parameter buffer of the
+slot's limit, ``gpusafe_instrument/host.py``; a pointer argument in no
+allocation is looked for among the device heap's blocks, read back for it),
+and gives the parameter buffer of the
 instrumented kernel: the program's own parameters and the hidden context
 pointer.  The device heap table of the launch's context (the blocks of
 in-kernel ``malloc``, kept across launches) is placed the first time a
@@ -37,7 +39,7 @@ from cuda.bindings.driver import CUresult
 
 from gpusafe_instrument import host, layout
 from gpusafe_instrument.host import AllocationRecord, DeviceViolation, HeapBlock
-from gpusafe_instrument.sites import Site, SiteTable
+from gpusafe_instrument.sites import KernelInfo, Site, SiteTable
 
 VIOLATION_CAPACITY = 4096
 """Violation records one launch keeps; more are counted as dropped."""
@@ -286,13 +288,37 @@ class LaunchPipeline:
             context = host.context_bytes(info, params, ordered, violations=launch.violations,
                                          table=table, table_len=len(ordered),
                                          dynamic_shared=dynamic_shared, heap=launch.heap,
-                                         origin=origin)
+                                         origin=origin,
+                                         heap_blocks=self._root_heap_blocks(info, params,
+                                                                            ordered, launch.heap))
             context_address = self._buffer(self.memory, launch, len(context), context)
         except BaseException:
             self.release(launch)
             raise
-        launch.params = host.kernel_params(info, params, context_address)
+        launch.params = host.kernel_params(info, params, context_address, context)
         return launch
+
+    def _root_heap_blocks(self, info: KernelInfo, params: bytes,
+                          ordered: Sequence[AllocationRecord], heap: int) -> list[HeapBlock]:
+        """The device heap's blocks when a root of the launch is in no
+        allocation (a pointer an earlier launch got from in-kernel
+        ``malloc``): read from the device only then, so that the kernel judges
+        every root inline and never looks an address up."""
+        if not heap:
+            return []
+        bases = [a.base for a in ordered]
+        for value in host.root_values(info, params):
+            if value < layout.NULL_PAGE:  # a null argument: no block is there
+                continue
+            i = bisect.bisect_right(bases, value) - 1
+            if not (i >= 0 and value <= ordered[i].base + ordered[i].size):
+                break
+        else:
+            return []
+        head = layout.HEAP_HEADER.unpack(self.memory.read(heap, layout.HEAP_HEADER.size))
+        count = min(int(head["count"]), int(head["capacity"]))  # type: ignore[arg-type]
+        data = self.memory.read(heap, layout.HEAP_HEADER.size + count * layout.HEAP_ENTRY.size)
+        return host.decode_heap_table(data)
 
     def collect(self, launch: Launch) -> tuple[list[DeviceViolation], int]:
         """The launch's violation records and how many were dropped; frees

@@ -15,9 +15,9 @@ What happens to each memory access (``query.instruction_accesses``):
   ``emission``), fewer of them where one filter covers several accesses
   (``optimisation``).
 * A failing filter branches to the access's out-of-line *slow path* at the end
-  of the function (``slow_path``), which calls ``__gpusafe_check`` (the
-  device runtime) to decide precisely and record a violation, then performs
-  the access or skips it.
+  of the function (``slow_path``), which decides precisely and records a
+  violation inline (no call: the device runtime's verdicts, written in PTX),
+  then performs the access or skips it.
 * The driver (``driver``) handles the module: which functions need the launch
   context, their call sites, each kernel's launch ABI, and the kernels left
   unchecked.

@@ -49,7 +49,7 @@ from ..printer import statements_chunks
 from ..runtime import CONTEXT_PARAM, HEAP_WRAPPERS, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
-from .emission import CONTEXT_REGISTER, I, window_params
+from .emission import CONTEXT_REGISTER, I, limit_param, limits_as_params, window_params
 from .outcome import CannotCheck, InstrumentError, InstrumentResult
 from .planning import FunctionPlan
 from .rewrite import rewrite_function
@@ -299,13 +299,19 @@ def _kernel_info(fp: FunctionPlan) -> KernelInfo:
     appended here, its pointer roots and check slots."""
     params = fp.fn.params
     offsets = _param_offsets(params)
+    own = len(params)
+    limits = limits_as_params(params, len(fp.slots))
     params.append(Param(CONTEXT_PARAM, ".u64"))
+    if limits:
+        params.extend(Param(limit_param(i), ".u64") for i in range(len(fp.slots)))
     return KernelInfo(
         name=fp.fn.name,
-        params=tuple((p.name, off, p.size) for p, off in zip(params[:-1], offsets, strict=True)),
-        context_param_offset=_param_offsets(params)[-1],
+        params=tuple((p.name, off, p.size)
+                     for p, off in zip(params[:own], offsets, strict=True)),
+        context_param_offset=_param_offsets(params)[own],
         roots=tuple(RootInfo(r.index, r.param, r.offset, offsets[r.index]) for r in fp.roots),
         slots=tuple(SlotInfo(s.roots, s.end, s.align) for s in fp.slots),
+        limit_params=limits,
     )
 
 

@@ -1,16 +1,23 @@
 """The slow path: out-of-line code a failing filter branches to.
 
 It respects the instruction's guard (and, for a copy, the ignore-src
-predicate and a src-size of zero: no source is read then), calls
-``__gpusafe_check`` (the device runtime) to decide precisely and record a
-violation, then jumps back to perform the access or skips it.  A window access (a variable's extent) is decided
-inline instead (:func:`_inline_window`): the runtime's call tree is then not
-reachable from a kernel whose accesses are all window checks, and its
-registers are not charged to the kernel.  A skipped
-access is *not performed*: a load or an atomic has every destination register
-zeroed; a ``cp.async`` whose source is bad copies zeros instead (src-size 0);
-a bulk copy completing on an mbarrier signals its bytes to the mbarrier so
-that the threads waiting on it do not hang.
+predicate and a src-size of zero: no source is read then), decides
+precisely, records a violation, then jumps back to perform the access or
+skips it.  All of it is inline PTX, with the device runtime's verdicts in
+its order and its record layout (``layout.VIOLATION_RECORD``): a window
+access against the variable's extent (:func:`_inline_window`), a root access
+against the bounds the host resolved at launch (:func:`_inline_root`), any
+other access by classifying its space and looking it up in the allocation
+table and the device heap (:func:`_inline_lookup`).  No check makes a call
+(a call charges the callee's ABI frame to the kernel's registers, ptxas,
+and an occupancy lost before a single check runs is what issue 14 removes),
+except a lookup in a function that makes calls of its own: that one pays
+for a call's frame already, and ``__gpusafe_check`` then costs it fewer
+registers than the inline lookup (:func:`_runtime_lookup`).  A
+skipped access is *not performed*: a load or an atomic has every destination
+register zeroed; a ``cp.async`` whose source is bad copies zeros instead
+(src-size 0); a bulk copy completing on an mbarrier signals its bytes to the
+mbarrier so that the threads waiting on it do not hang.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from ..nodes import (
     Verbatim,
 )
 from ..printer import statements_text
-from ..runtime import CHECK_FUNCTION
+from ..runtime import CHECK_FUNCTION, DYNAMIC_SHARED
 from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
@@ -43,7 +50,6 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     """The code at label ``slow``: back to ``do`` to perform the access, or on
     to ``skip`` (after the instruction) without it; printed at once (one
     :class:`~gpusafe_instrument.nodes.Verbatim`: nothing later looks into it)."""
-    a = acc.access
     instr = acc.instr
     plan = em.plan
     out: list[Statement] = [ptx.Label(slow)]
@@ -56,17 +62,15 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
         a64 = em.reg("a", ".b64")
         out.append(I("cvt.u64.u32", a64, addr))
         addr = a64
-    lo: object = 0
-    hi: object = 0
     v = acc.value
     if acc.mode is Mode.ROOT:
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ParamRoot)
-        how = layout.how(layout.MODE_ROOT, "global", a.space == "generic",
-                         plan.root_index[v.root])
-    elif acc.mode is Mode.WINDOW:
+        out.extend(_inline_root(em, acc, addr, plan.root_index[v.root], do, skip))
+        return [Verbatim(statements_text(out))]
+    if acc.mode is Mode.WINDOW:
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
         root = v.root
-        lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+        lo, hi = em.reg("wlo", ".b64"), em.reg("whi", ".b64")
         out.append(I("mov.u64", lo, root.name))
         if v.space == "generic":
             out.append(I(f"cvta.{root.space}.u64", lo, lo))
@@ -76,8 +80,26 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
             out.append(I("add.u64", hi, lo, em.reg("dyn", ".b64")))
         out.extend(_inline_window(em, acc, addr, lo, hi, do, skip))
         return [Verbatim(statements_text(out))]
-    elif acc.mode is Mode.ARGUMENT:
-        # the window of the local variable the caller passed (0, 0: not known)
+    if not plan.kernel or plan.calls.direct or plan.calls.indirect:
+        # a device function is called through the ABI, and a kernel making
+        # calls pays for a call's frame already: the runtime's lookup costs
+        # them fewer registers than the inline one (measured over the corpus)
+        out.extend(_runtime_lookup(em, acc, addr, do, skip))
+    else:
+        out.extend(_inline_lookup(em, acc, addr, do, skip))
+    return [Verbatim(statements_text(out))]
+
+
+def _runtime_lookup(em: Emitter, acc: Access, addr: str, do: str,
+                    skip: str) -> list[Statement]:
+    """``__gpusafe_check`` called for an access of unknown provenance (or
+    through a pointer argument, with the window its caller passed)."""
+    a = acc.access
+    v = acc.value
+    out: list[Statement] = []
+    lo: object = 0
+    hi: object = 0
+    if acc.mode is Mode.ARGUMENT:
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
         lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
         for reg, param in zip((lo, hi), window_params(v.root.index), strict=True):
@@ -97,23 +119,6 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     out.append(I("bra", do, guard=ptx.Guard(q)))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
-    return [Verbatim(statements_text(out))]
-
-
-def _not_made(em: Emitter, acc: Access, do: str) -> list[Statement]:
-    """Branches to ``do`` when the instruction will not make this access: its
-    ignore-src predicate is true, or its run-time size is zero."""
-    a = acc.access
-    out: list[Statement] = []
-    ignore = a.ignored_when
-    if isinstance(ignore, Register):
-        out.append(I("bra", do, guard=ptx.Guard(ignore.name)))
-    elif isinstance(ignore, Negated):
-        out.append(I("bra", do, guard=ptx.Guard(ignore.operand.name, True)))
-    if a.size is not None:
-        z = em.reg("z", ".pred")
-        out.append(I("setp.eq.u32", z, a.size.name, 0))
-        out.append(I("bra", do, guard=ptx.Guard(z)))
     return out
 
 
@@ -159,6 +164,23 @@ def _read_result(reg: str, field: str) -> Instruction:
     width = "b32" if field == "status" else "b64"
     return I(f"ld.param.{width}", reg,
              Address(Symbol("__gs_ret"), layout.CHECK_RESULT.offset(field)))
+
+
+def _not_made(em: Emitter, acc: Access, do: str) -> list[Statement]:
+    """Branches to ``do`` when the instruction will not make this access: its
+    ignore-src predicate is true, or its run-time size is zero."""
+    a = acc.access
+    out: list[Statement] = []
+    ignore = a.ignored_when
+    if isinstance(ignore, Register):
+        out.append(I("bra", do, guard=ptx.Guard(ignore.name)))
+    elif isinstance(ignore, Negated):
+        out.append(I("bra", do, guard=ptx.Guard(ignore.operand.name, True)))
+    if a.size is not None:
+        z = em.reg("z", ".pred")
+        out.append(I("setp.eq.u32", z, a.size.name, 0))
+        out.append(I("bra", do, guard=ptx.Guard(z)))
+    return out
 
 
 def _not_performed(em: Emitter, acc: Access) -> list[Statement]:
@@ -270,6 +292,307 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
     return out
 
 
+def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
+                 do: str, skip: str) -> list[Statement]:
+    """``__gpusafe_check`` of a root access, inline: the verdicts of the
+    runtime in its order (null page, use after free where the access starts,
+    out of the root's allocation, misaligned) against the bounds the host
+    resolved for root ``index`` (``layout.ROOT_BOUNDS`` in the launch
+    context).  A root the host found in no allocation has the empty window
+    ``[0, 0)``: every access through it that is not a null access is out of
+    bounds, with tag 0.  No call, so that a kernel of root and window checks
+    is not charged the runtime's registers."""
+    a = acc.access
+    at = layout.root_offset(index)
+    field = layout.ROOT_BOUNDS.offset
+    ctx = em.ctx()
+    kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
+    bad = em.reg("bad", ".pred")
+    lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+    record = em.label("rec")
+    out: list[Statement] = [
+        I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
+        I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
+        I("mov.u32", tag, 0),
+        I("bra", record, guard=ptx.Guard(bad)),
+        em.load_ctx(),
+        I("ld.global.u32", tag, Address(Register(ctx), at + field("tag"))),
+        I("ld.global.u64", lo, Address(Register(ctx), at + field("low"))),
+        I("ld.global.u64", hi, Address(Register(ctx), at + field("high"))),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        I("setp.lt.u64", bad, addr, lo),
+        I("bra", record, guard=ptx.Guard(bad)),
+        # a static zero-width access may start at the end
+        I("setp.gt.u64" if a.size is None and a.width == 0 else "setp.ge.u64", bad, addr, hi),
+        I("bra", record, guard=ptx.Guard(bad)),
+    ]
+    state = em.reg("state", ".b32")
+    out += [
+        I("ld.global.u32", state, Address(Register(ctx), at + field("state"))),
+        I("setp.ne.u32", bad, state, layout.ALLOC_LIVE),
+        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+    ]
+    # inside [lo, hi): the access fits when hi - addr >= its width
+    span = em.reg("span", ".b64")
+    out.append(I("sub.u64", hi, hi, addr))
+    if a.size is not None:
+        out.append(I("cvt.u64.u32", span, a.size.name))
+        out.append(I("setp.lt.u64", bad, hi, span))
+    else:
+        out.append(I("setp.lt.u64", bad, hi, a.width))
+    out.append(I("bra", record, guard=ptx.Guard(bad)))
+    if a.alignment > 1:
+        out.append(I("and.b64", span, addr, a.alignment - 1))
+        out.append(I("setp.ne.u64", bad, span, 0))
+        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    out.append(I("bra.uni", do))
+    out.append(ptx.Label(record))
+    out.extend(_record(em, acc, addr, kind, tag))
+    out.extend(_not_performed(em, acc))
+    out.append(I("bra.uni", skip))
+    return out
+
+
+def _inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str) -> list[Statement]:
+    """``__gpusafe_check`` of an access of unknown provenance (or through a
+    device function's pointer argument), inline: the runtime's verdicts in its
+    order.  A generic address is classified by its space (``isspacep``); a
+    local one through a pointer argument is judged against the window the
+    caller passed; a shared one against the block's shared window; a global
+    one is looked up in the allocation table (binary search), then in the
+    device heap's blocks (newest first), and a good access keeps the
+    allocation's window in the lookup cache (``uclo``/``uchi``).  No call:
+    a kernel that looks pointers up is not charged the runtime's registers."""
+    a = acc.access
+    space = a.space
+    generic = space == "generic"
+    ctx = em.ctx()
+    kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
+    bad = em.reg("bad", ".pred")
+    lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+    w64 = em.reg("w64", ".b64")
+    record, judge = em.label("rec"), em.label("judge")
+    out: list[Statement] = []
+    if a.size is not None:
+        out.append(I("cvt.u64.u32", w64, a.size.name))
+    else:
+        out.append(I("mov.u64", w64, a.width))
+    out.append(I("mov.u32", tag, 0))
+    if space in ("global", "generic"):
+        out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
+        out.append(I("mov.u32", kind, ViolationKind.NULL_POINTER.code))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    v = acc.value
+    if acc.mode is Mode.ARGUMENT and space in ("local", "generic"):
+        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+        out.extend(_argument_window(em, acc, addr, v.root.index, record, do))
+    local, shared = em.label("local"), em.label("shared")
+    if generic:
+        out.append(I("isspacep.shared", bad, addr))
+        out.append(I("bra", shared, guard=ptx.Guard(bad)))
+        out.append(I("isspacep.local", bad, addr))
+        out.append(I("bra", local, guard=ptx.Guard(bad)))
+    if space in ("global", "generic"):
+        out.extend(_global_lookup(em, addr, record, judge))
+    if space in ("shared", "generic"):
+        out.append(ptx.Label(shared))
+        # the block's shared window: [0, end of the dynamic shared memory)
+        out.append(I("mov.u64", lo, 0))
+        out.append(em.load_ctx())
+        d32 = em.reg("ld32", ".b32")
+        out.append(I("ld.global.u32", d32, Address(Register(ctx),
+                     layout.LAUNCH_CONTEXT.offset("dynamic_shared_size"))))
+        out.append(I("cvt.u64.u32", size, d32))
+        end = em.reg("shend", ".b64")
+        out.append(I("mov.u64", end, DYNAMIC_SHARED))
+        out.append(I("add.u64", size, size, end))
+        out.append(I("mov.u32", kind, ViolationKind.SHARED_OUT_OF_BOUNDS.code))
+        if generic:
+            sa = em.reg("sa", ".b64")
+            out.append(I("cvta.to.shared.u64", sa, addr))
+            out.extend(_judge(em, acc, sa, lo, size, None, kind, record, do))
+        else:
+            out.extend(_judge(em, acc, addr, lo, size, None, kind, record, do))
+    if space in ("local", "generic"):
+        out.append(ptx.Label(local))
+        if a.alignment > 1:
+            t = em.reg("span", ".b64")
+            out.append(I("and.b64", t, addr, a.alignment - 1))
+            out.append(I("setp.ne.u64", bad, t, 0))
+            out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
+            out.append(I("bra", record, guard=ptx.Guard(bad)))
+        out.append(I("bra.uni", do))
+    if space in ("global", "generic"):
+        out.append(ptx.Label(judge))
+        out.append(I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code))
+        out.extend(_judge(em, acc, addr, lo, size, em.reg("state", ".b32"), kind, record, do,
+                          cache=16))
+    out.append(ptx.Label(record))
+    out.extend(_record(em, acc, addr, kind, tag))
+    out.extend(_not_performed(em, acc))
+    out.append(I("bra.uni", skip))
+    return out
+
+
+def _argument_window(em: Emitter, acc: Access, addr: str, k: int,
+                     record: str, do: str) -> list[Statement]:
+    """A local address through pointer argument ``k``, when the caller
+    passed the window of its local variable: judged against that window (a
+    generic access that passes keeps it as the lookup cache); any other
+    address falls through to the lookup."""
+    a = acc.access
+    lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+    bad = em.reg("bad", ".pred")
+    kind = em.reg("kind", ".b32")
+    glo, ghi = window_params(k)
+    not_local = em.label("nloc")
+    out: list[Statement] = []
+    if a.space == "generic":
+        out.append(I("isspacep.local", bad, addr))
+        out.append(I("bra", not_local, guard=ptx.Guard(bad, True)))
+    out.append(I("ld.param.u64", lo, Address(Symbol(glo))))
+    out.append(I("ld.param.u64", size, Address(Symbol(ghi))))
+    out.append(I("setp.le.u64", bad, size, lo))
+    out.append(I("bra", not_local, guard=ptx.Guard(bad)))
+    out.append(I("sub.u64", size, size, lo))
+    if a.space == "local":
+        out.append(I("cvta.to.local.u64", lo, lo))
+    out.append(I("mov.u32", kind, ViolationKind.LOCAL_OUT_OF_BOUNDS.code))
+    out.extend(_judge(em, acc, addr, lo, size, None, kind, record, do,
+                      cache=0 if a.space == "generic" else None))
+    out.append(ptx.Label(not_local))
+    return out
+
+
+def _global_lookup(em: Emitter, addr: str, record: str, judge: str) -> list[Statement]:
+    """The allocation holding ``addr`` (``lo``, ``hi`` = its size, ``tag``,
+    ``state``), on to ``judge``; or out of bounds of none, on to ``record``:
+    the allocation table's entry (binary search: the last base at or below
+    the address), else the newest published device-heap block whose extent
+    and red zone hold it."""
+    ctx = em.ctx()
+    lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+    kind, tag, state = em.reg("kind", ".b32"), em.reg("tag", ".b32"), em.reg("state", ".b32")
+    bad = em.reg("bad", ".pred")
+    tp, ep, t = em.reg("tp", ".b64"), em.reg("ep", ".b64"), em.reg("span", ".b64")
+    first, n, mid = em.reg("bl", ".b32"), em.reg("bn", ".b32"), em.reg("bm", ".b32")
+    loop, found_none, heap, heap_loop = (em.label("bs"), em.label("bsd"), em.label("heap"),
+                                         em.label("hs"))
+    entry = layout.ALLOCATION_ENTRY
+    ctxf = layout.LAUNCH_CONTEXT.offset
+    out: list[Statement] = [
+        em.load_ctx(),
+        I("ld.global.u64", tp, Address(Register(ctx), ctxf("table"))),
+        I("ld.global.u32", n, Address(Register(ctx), ctxf("table_len"))),
+        I("mov.u32", first, 0),
+        ptx.Label(loop),  # first entry with base > addr in [first, n)
+        I("setp.ge.u32", bad, first, n),
+        I("bra", found_none, guard=ptx.Guard(bad)),
+        I("add.u32", mid, first, n),
+        I("shr.u32", mid, mid, 1),
+        I("mad.wide.u32", ep, mid, entry.size, tp),
+        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
+        I("setp.le.u64", bad, lo, addr),
+        I("add.u32", first, mid, 1, guard=ptx.Guard(bad)),
+        I("mov.u32", n, mid, guard=ptx.Guard(bad, True)),
+        I("bra.uni", loop),
+        ptx.Label(found_none),
+        I("setp.eq.u32", bad, first, 0),
+        I("bra", heap, guard=ptx.Guard(bad)),
+        I("sub.u32", first, first, 1),
+        I("mad.wide.u32", ep, first, entry.size, tp),
+        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
+        I("ld.global.u64", size, Address(Register(ep), entry.offset("size"))),
+        I("sub.u64", t, addr, lo),
+        I("setp.ge.u64", bad, t, size),
+        I("bra", heap, guard=ptx.Guard(bad)),
+        I("ld.global.u32", tag, Address(Register(ep), entry.offset("tag"))),
+        I("ld.global.u32", state, Address(Register(ep), entry.offset("state"))),
+        I("bra.uni", judge),
+        # the device heap's blocks, newest first (__gpusafe_heap_find)
+        ptx.Label(heap),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        I("mov.u32", tag, 0),
+        I("ld.global.u64", tp, Address(Register(ctx), ctxf("heap"))),
+        I("setp.eq.u64", bad, tp, 0),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("ld.volatile.global.u32", n, Address(Register(tp), layout.HEAP_HEADER.offset("count"))),
+        I("ld.global.u32", mid, Address(Register(tp), layout.HEAP_HEADER.offset("capacity"))),
+        I("min.u32", n, n, mid),
+        ptx.Label(heap_loop),
+        I("setp.eq.u32", bad, n, 0),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("sub.u32", n, n, 1),
+        I("mad.wide.u32", ep, n, layout.HEAP_ENTRY.size, tp),
+        I("ld.volatile.global.u32", state,
+          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("state"))),
+        I("setp.eq.u32", bad, state, 0),
+        I("bra", heap_loop, guard=ptx.Guard(bad)),
+        I("ld.volatile.global.u64", lo,
+          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("base"))),
+        I("ld.volatile.global.u64", size,
+          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("size"))),
+        I("sub.u64", t, addr, lo),
+        I("add.u64", size, size, layout.HEAP_RED_ZONE),
+        I("setp.ge.u64", bad, t, size),
+        I("sub.u64", size, size, layout.HEAP_RED_ZONE),
+        I("bra", heap_loop, guard=ptx.Guard(bad)),
+        I("ld.volatile.global.u32", tag,
+          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("tag"))),
+        I("bra.uni", judge),
+    ]
+    return out
+
+
+def _judge(em: Emitter, acc: Access, addr: str, lo: str, size: str, state: str | None,
+           kind: str, record: str, do: str, *, cache: int | None = None) -> list[Statement]:
+    """The verdict on ``addr`` against the extent ``[lo, lo + size)`` found
+    for it (``state``: live or freed, None: live; ``kind``: the out-of-bounds
+    kind): freed where the access starts, out of the extent, misaligned.  A
+    good access goes on to ``do``, keeping the extent as the lookup cache
+    when ``cache`` is not None and the extent has at least that many bytes."""
+    a = acc.access
+    bad = em.reg("bad", ".pred")
+    t, w64 = em.reg("span", ".b64"), em.reg("w64", ".b64")
+    out: list[Statement] = [
+        I("setp.lt.u64", bad, addr, lo),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("sub.u64", t, addr, lo),
+    ]
+    if state is not None:
+        uaf = em.reg("uaf", ".pred")
+        out += [
+            I("setp.lt.u64", uaf, t, size),
+            I("setp.ne.and.u32", uaf, state, layout.ALLOC_LIVE, uaf),
+            I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code, guard=ptx.Guard(uaf)),
+            I("bra", record, guard=ptx.Guard(uaf)),
+        ]
+    out += [
+        I("setp.lt.u64", bad, size, w64),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("sub.u64", size, size, w64),
+        I("setp.gt.u64", bad, t, size),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("add.u64", size, size, w64),
+    ]
+    if a.alignment > 1:
+        out.append(I("and.b64", t, addr, a.alignment - 1))
+        out.append(I("setp.ne.u64", bad, t, 0))
+        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code, guard=ptx.Guard(bad)))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    if cache is not None:
+        if cache:
+            out.append(I("setp.lt.u64", bad, size, cache))
+            out.append(I("bra", do, guard=ptx.Guard(bad)))
+        out.append(I("mov.u64", em.reg("uclo", ".b64"), lo))
+        out.append(I("add.u64", em.reg("uchi", ".b64"), lo, size))
+    out.append(I("bra.uni", do))
+    return out
+
+
 _RECORD = layout.VIOLATION_RECORD.offset
 _BUFFER = layout.VIOLATION_BUFFER.offset
 _OUT_OF_BOUNDS = {
@@ -279,7 +602,8 @@ _OUT_OF_BOUNDS = {
 }
 
 
-def _record(em: Emitter, acc: Access, addr: str, kind: str) -> list[Statement]:
+def _record(em: Emitter, acc: Access, addr: str, kind: str,
+            tag: object = 0) -> list[Statement]:
     """``__gpusafe_record`` inline (tag 0: a variable is no allocation): claim
     a record of the violation buffer, or count it as dropped when the buffer
     is full."""
@@ -310,7 +634,7 @@ def _record(em: Emitter, acc: Access, addr: str, kind: str) -> list[Statement]:
     store("site", acc.site)
     store("address", addr, "u64")
     store("width", a.size.name if a.size is not None else a.width)
-    store("tag", 0)
+    store("tag", tag)
     t = em.reg("rt", ".b32")
     for field, sreg in (("thread", "%tid"), ("block", "%ctaid")):
         for k, axis in enumerate("xyz"):
