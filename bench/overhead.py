@@ -389,8 +389,6 @@ WHY = {
                          "that check's predicate stays in each iteration (no loop versioning)",
     "reduction": "the t < w steps are proven in bounds (checks/guards.py); s[t] is not "
                  "(blockDim is known only at launch)",
-    "histogram": "local[data[i]]: the index is a byte loaded from memory, so the pass "
-                 "cannot bound it and checks every atomic",
     "pointer-chasing gather": "every node address is loaded from memory: unknown "
                               "provenance; a step's two loads share one compare against "
                               "the lookup cache, and each thread's first lookup is a "

@@ -252,7 +252,8 @@ def test_a_backward_column_walk_fails_the_chain_premise_and_is_checked(w_len, ba
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_the_checked_loops_assemble(arch):
-    for src in (COPY, SHARED_LOOP, CHASE, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1")):
+    for src in (COPY, SHARED_LOOP, CHASE, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1"),
+                BYTES.replace("TYPE", "unsigned char").replace("SIZE", "256")):
         ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
 
 
@@ -303,4 +304,36 @@ def test_a_guard_on_another_register_proves_nothing():
     # u = t / 2 < 128 holds for every thread, but s[t + 128] is bad for t >= 128
     o = _tree(128, guard_div=2)
     assert kinds(o) == {"shared-out-of-bounds"}
+    assert_same(o)
+
+
+BYTES = r"""
+extern "C" __global__ void bytes(unsigned* out, const TYPE* data)
+{
+    __shared__ unsigned local[SIZE];
+    for (int b = threadIdx.x; b < SIZE; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    atomicAdd(&local[data[threadIdx.x]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < SIZE; b += blockDim.x) out[b] = local[b];
+}
+"""
+
+
+@pytest.mark.parametrize("ctype,dtype,size,values,bad", [
+    ("unsigned char", np.uint8, 256, [0, 255], 0),
+    ("unsigned char", np.uint8, 200, [0, 255], 1),  # the array is smaller than a byte's range
+    ("signed char", np.int8, 256, [0, -1], 1),  # a negative char indexes before the array
+    ("unsigned short", np.uint16, 256, [0, 256], 1),  # 16 bits: not a byte's range
+])
+def test_an_index_loaded_as_a_byte_is_proven_only_inside_the_array(ctype, dtype, size, values,
+                                                                   bad):
+    data = np.array(values * 32, dtype)  # 64 threads, every other one with the large value
+    o = run_both(BYTES.replace("TYPE", ctype).replace("SIZE", str(size)), "bytes", (1, 1, 1),
+                 (64, 1, 1), [Buf(np.zeros(size, np.uint32)), Buf(data)])
+    guarded = o.stats["bytes"]["removed"].get("guarded-in-bounds", 0)
+    assert guarded == (0 if bad else 1)
+    assert len(o.device) == 32 * bad
+    if bad:
+        assert kinds(o) == {"shared-out-of-bounds"}
     assert_same(o)

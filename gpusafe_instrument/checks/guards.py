@@ -14,7 +14,8 @@ unrolls into steps of the form::
 :meth:`Guards.offset_range` gives the values an offset register can hold at
 an access: ``R = X & K`` (``K`` a non-negative constant: ``[0, K]``), or
 ``R = T * c`` (``mul.wide``/``cvt`` of a 32-bit ``T``), ``T``'s
-range from its definition (``%tid``, ``and`` with a constant) narrowed by
+range from its definition (``%tid``, ``and`` with a constant, a byte or
+16-bit load or conversion) narrowed by
 every branch on ``T`` against a constant whose outcome the access's block
 implies (a block entered only from that branch's one side, dominating the
 access).
@@ -44,6 +45,12 @@ S32 = (-(1 << 31), (1 << 31) - 1)
 SPECIAL = {"%tid.x": (0, 1023), "%tid.y": (0, 1023), "%tid.z": (0, 63)}
 """Registers whose range the hardware fixes (at most 1024 threads per
 block, 64 in z)."""
+NARROW = {"u8": (0, 255), "b8": (0, 255), "s8": (-128, 127),
+          "u16": (0, 65535), "b16": (0, 65535), "s16": (-32768, 32767)}
+"""Values of a narrow load or conversion: a scalar ``ld`` of such a type
+into a wider register zero-extends (unsigned and bit types) or
+sign-extends (signed); ``cvt.{s32,u32}`` from such a type likewise.  A
+histogram's ``local[data[i]]`` with byte ``data`` is in [0, 255]."""
 MAX_SCALE = 1 << 16
 
 # a compare that is true (first) or false (second) bounds T as:
@@ -150,6 +157,12 @@ class Guards:
         if st.opcode in ("mov.u32", "mov.b32", "mov.s32") and isinstance(src, Register) \
                 and src.name in SPECIAL:
             lo, hi = SPECIAL[src.name]
+        elif st.op == "ld" and len(st.operands) == 2 and isinstance(st.operands[0], Register) \
+                and not {"v2", "v4", "v8"} & set(st.modifiers):
+            lo, hi = NARROW.get(st.modifiers[-1], S32)
+        elif st.op == "cvt" and len(st.modifiers) == 2 and st.modifiers[0] in ("s32", "u32") \
+                and src is not None:
+            lo, hi = NARROW.get(st.modifiers[1], S32)
         elif st.op == "and" and len(st.operands) == 3:
             k = next((c for c in map(_imm, st.operands[1:]) if c is not None), None)
             if k is not None and 0 <= k <= S32[1]:
