@@ -252,7 +252,7 @@ def test_a_backward_column_walk_fails_the_chain_premise_and_is_checked(w_len, ba
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_the_checked_loops_assemble(arch):
-    for src in (COPY, SHARED_LOOP, CHASE, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1"),
+    for src in (COPY, SHARED_LOOP, CHASE, GATHER_LOOP, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1"),
                 BYTES.replace("TYPE", "unsigned char").replace("SIZE", "256")):
         ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
 
@@ -336,4 +336,43 @@ def test_an_index_loaded_as_a_byte_is_proven_only_inside_the_array(ctype, dtype,
     assert len(o.device) == 32 * bad
     if bad:
         assert kinds(o) == {"shared-out-of-bounds"}
+    assert_same(o)
+
+
+def _versioned(o, kernel):
+    return o.stats[kernel]["removed"].get("loop-versioned", 0)
+
+
+@pytest.mark.parametrize("ny,nx,start,n,step,bad", [
+    (100, 100, 0, 100, 32, 0),  # in bounds: the unchecked copy runs
+    (100, 100, 0, 101, 32, 3),  # off by one: the checked copy reports the last index
+    (90, 100, 0, 100, 32, 20),  # the guard bounds the other buffer
+    (8, 8, 2, 8, 2**31 - 1, 3),  # the step wraps: only the premise fails
+])
+def test_a_versioned_loop_runs_its_checked_copy_when_the_range_check_fails(ny, nx, start, n,
+                                                                         step, bad):
+    o = _copy(ny, nx, start, n, step, threads=1 if step > 32 else 32)
+    assert _versioned(o, "copy") == 3  # every check of the loop is in its copy only
+    assert len(o.device) == bad
+    assert_same(o)
+
+
+GATHER_LOOP = r"""
+extern "C" __global__ void gather(float* y, const float* x, const int* idx, int n)
+{
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        y[i] = x[idx[i]];
+}
+"""
+
+
+def test_a_loop_with_a_check_left_inside_is_not_versioned():
+    # x[idx[i]] depends on a loaded index: its check stays in the loop, so
+    # the loop is emitted once; a bad index is reported
+    o = run_both(GATHER_LOOP, "gather", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(64, np.float32)), Buf(np.ones(64, np.float32)),
+                  Buf(np.array([5] * 63 + [64], np.int32)), np.int32(64)])
+    assert _versioned(o, "gather") == 0
+    assert _induction(o, "gather") >= 1
+    assert kinds(o) == {"global-out-of-bounds"} and len(o.device) == 1
     assert_same(o)

@@ -378,6 +378,17 @@ class LoopHoister:
                     self._innermost[b] = h
         return self._innermost.get(self.plan.graph.block_of[index])
 
+    def loop_predicate(self, index: int) -> str | None:
+        """The invariant predicate of the innermost loop holding top-level
+        statement ``index``, when some condition was hoisted to it."""
+        header = self._loop_of(index)
+        entry = self._invariant.get(header) if header is not None else None
+        return entry[1] if entry is not None else None
+
+    def hoisted_loops(self) -> dict[int, str]:
+        """Loop header block -> its invariant predicate."""
+        return {h: pred for h, (_, pred, _) in self._invariant.items()}
+
     def _loop_defs(self, header: int) -> set[str]:
         if header not in self._defs_cache:
             graph, body = self.plan.graph, self.plan.fn.body

@@ -10,8 +10,20 @@ a bad source (checked only once the destination is known good) copies zeros.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import ptx
-from ..nodes import Block, Instruction, RegisterDecl, Statement, Variable, Verbatim
+from ..nodes import (
+    Block,
+    Instruction,
+    Label,
+    Loc,
+    Pragma,
+    RegisterDecl,
+    Statement,
+    Variable,
+    Verbatim,
+)
 from ..printer import statements_text
 from . import conditions as cond
 from .emission import Emitter, I
@@ -20,6 +32,20 @@ from .planning import UNCHECKED_MODES, Access, FunctionPlan, Mode
 from .slow_path import slow_path
 
 Code = list[Statement]
+
+VERSION_LIMIT = 48
+"""The most statements a loop emitted twice may have (code size)."""
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A loop emitted twice: its statements ``start:end``, labels up to
+    ``first``, and the predicate choosing the checked copy."""
+
+    start: int
+    first: int
+    end: int
+    pred: str
 
 
 class FunctionRewriter:
@@ -36,6 +62,7 @@ class FunctionRewriter:
         self._after: dict[tuple[int, ...], Code] = {}
         self._slow_paths: Code = []
         self._at: dict[int, list[Access]] | None = None
+        self._pure: set[int] = set()  # accesses whose filter is one branch on their loop's predicate
 
     # -- one access -------------------------------------------------------
 
@@ -50,6 +77,8 @@ class FunctionRewriter:
             seed = None
             if hoist and len(acc.path) == 1:
                 conds, seed = self.hoister.hoist(conds, acc.path[0])
+                if not conds and seed is not None:
+                    self._pure.add(id(acc))
             if unit is None:
                 return self.em.emit(conds, slow, seed=seed)
             return self._emit_unit(unit, conds, slow, seed)
@@ -75,6 +104,8 @@ class FunctionRewriter:
         slow, do, skip = em.label("slow"), em.label("do"), em.label("skip")
         if unit is not None and unit.dom is not None:
             assert unit.dom.pred is not None
+            if len(acc.path) == 1 and unit.dom.pred == self.hoister.loop_predicate(acc.path[0]):
+                self._pure.add(id(acc))
             pre: Code = [I("bra", slow, guard=ptx.Guard(unit.dom.pred))]
             pre.append(ptx.Label(do))
             return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip)
@@ -129,6 +160,8 @@ class FunctionRewriter:
             assert dom.pred is not None
             before = [I("bra", copy, guard=ptx.Guard(dom.pred))]
             plan.stats.removed["dominated"] += 1
+            if dom.pred == self.hoister.loop_predicate(start):
+                self._pure.update(id(a) for a in region)
         else:
             conds, seed = self.hoister.hoist(conds, start)
             setup: Code = []
@@ -136,6 +169,8 @@ class FunctionRewriter:
                 setup, more, seed = chain_code(em, unit.chains, seed)
                 conds = cond.merge(plan, conds + more)
                 plan.stats.removed["chained"] += len(unit.chains)
+            if not conds and not setup and seed is not None:
+                self._pure.update(id(a) for a in region)
             if unit.used:
                 before = setup + self._emit_unit(unit, conds, copy, seed)
             else:
@@ -174,6 +209,78 @@ class FunctionRewriter:
         self._place(acc, pre, post)
         self._slow_paths.extend(slow)
 
+    # -- loop versioning ------------------------------------------------------
+
+    def _versioned_loops(self, preheaders: dict[int, Code]) -> dict[int, Versioned]:
+        """Loops to emit twice (first statement -> the loop): one-block
+        loops, at most ``VERSION_LIMIT`` statements, with some condition
+        hoisted and every check inside reduced to a branch on the loop's
+        predicate.  That predicate is written only before the loop, so while
+        it is false no filter in the loop branches: a copy without them runs
+        exactly the same instructions the checked loop would, minus the
+        filters.  While it is true the original, checked loop runs."""
+        plan = self.plan
+        body = plan.fn.body
+        assert body is not None
+        checked: dict[int, list[Access]] = {}
+        for a in plan.accesses:
+            if a.mode not in UNCHECKED_MODES:
+                checked.setdefault(plan.graph.block_of[a.path[0]], []).append(a)
+        out: dict[int, Versioned] = {}
+        for header, pred in self.hoister.hoisted_loops().items():
+            bb = plan.graph.blocks[header]
+            accs = checked.get(header, [])
+            if set(plan.loops.get(header, ())) != {header} or not accs \
+                    or bb.end - bb.start > VERSION_LIMIT \
+                    or any(id(a) not in self._pure or len(a.path) != 1 for a in accs) \
+                    or any(bb.start < k < bb.end for k in preheaders):
+                continue
+            stmts = body[bb.start:bb.end]
+            n_labels = next((k for k, st in enumerate(stmts) if type(st) is not Label),
+                            len(stmts))
+            rest = stmts[n_labels:]
+            last = rest[-1] if rest else None
+            if n_labels == 0 or type(last) is not Instruction or last.op != "bra" \
+                    or last.guard is None or len(last.operands) != 1 \
+                    or getattr(last.operands[0], "name", None) not in \
+                    {st.name for st in stmts[:n_labels]} \
+                    or any(type(st) not in (Instruction, Pragma, Loc) or
+                           (type(st) is Instruction and st.op in ("call", "ret", "exit"))
+                           for st in rest):
+                continue
+            out[bb.start] = Versioned(bb.start, bb.start + n_labels, bb.end, pred)
+            plan.stats.removed["loop-versioned"] += len(accs)
+        return out
+
+    def _emit_versioned(self, loop: Versioned, new_body: Code) -> int:
+        """Append the loop's labels, the branch to its checked copy (placed
+        out of line, with the slow paths) and its unchecked copy; return the
+        index after the loop."""
+        body = self.plan.fn.body
+        assert body is not None
+        em = self.em
+        checked, fast, done = em.label("checked"), em.label("fast"), em.label("looped")
+        new_body.extend(body[loop.start:loop.first])
+        new_body.append(I("bra", checked, guard=ptx.Guard(loop.pred)))
+        new_body.append(ptx.Label(fast))
+        back = body[loop.end - 1]
+        assert type(back) is Instruction
+        new_body.extend(body[loop.first:loop.end - 1])
+        new_body.append(I(back.opcode, fast, guard=back.guard))
+        new_body.append(ptx.Label(done))
+        code: Code = [ptx.Label(checked)]
+        for k in range(loop.first, loop.end - 1):
+            code.extend(self._checked_statement(k))
+        code.append(I(back.opcode, checked, guard=back.guard))
+        code.append(I("bra.uni", done))
+        self._slow_paths.extend(_printed(code))
+        return loop.end
+
+    def _checked_statement(self, i: int) -> Code:
+        body = self.plan.fn.body
+        assert body is not None
+        return self._before.get((i,), []) + [body[i]] + self._after.get((i,), [])
+
     # -- the function ---------------------------------------------------------
 
     def rewrite(self) -> None:
@@ -202,13 +309,17 @@ class FunctionRewriter:
             self._after[path] = post + self._after.get(path, [])
         self._slow_paths.extend(self._deferred)
         preheaders = self.hoister.preheader_code()
+        versioned = self._versioned_loops(preheaders)
         new_body: Code = []
-        for i, s in enumerate(body):
+        i = 0
+        while i < len(body):
             if i in preheaders:
                 new_body.extend(preheaders[i])
-            new_body.extend(self._before.get((i,), []))
-            new_body.append(s)
-            new_body.extend(self._after.get((i,), []))
+            if i in versioned:
+                i = self._emit_versioned(versioned[i], new_body)
+                continue
+            new_body.extend(self._checked_statement(i))
+            i += 1
         if len(body) in preheaders:
             new_body.extend(preheaders[len(body)])
         if plan.needs_ctx or plan.kernel:
