@@ -385,8 +385,8 @@ def run(bench: Bench) -> tuple[int, int, dict]:
 
 WHY = {
     "saxpy grid-stride": "the index is the loop's induction variable: its whole range is "
-                         "checked once before the loop (checks/ranges.py), but a branch on "
-                         "that check's predicate stays in each iteration (no loop versioning)",
+                         "checked once before the loop (checks/ranges.py), which then runs "
+                         "a copy without checks (loop versioning, checks/rewrite.py)",
     "reduction": "the t < w steps are proven in bounds (checks/guards.py); s[t] is not "
                  "(blockDim is known only at launch)",
     "pointer-chasing gather": "every node address is loaded from memory: unknown "

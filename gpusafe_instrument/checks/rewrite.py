@@ -6,6 +6,9 @@ with its neighbours or reduced to a branch on a dominating filter's predicate
 (``slow_path``).  An instruction with two accesses (a copy) gets both
 checks nested, destination outside: a bad destination skips the whole copy,
 a bad source (checked only once the destination is known good) copies zeros.
+A one-block loop whose every check became a branch on the loop's hoisted
+predicate is emitted twice (loop versioning): a copy without checks in place,
+entered while the predicate is false, and the checked loop out of line.
 """
 
 from __future__ import annotations
