@@ -252,7 +252,7 @@ def test_a_backward_column_walk_fails_the_chain_premise_and_is_checked(w_len, ba
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_the_checked_loops_assemble(arch):
-    for src in (COPY, SHARED_LOOP, CHASE, GATHER_LOOP, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1"),
+    for src in (COPY, SHARED_LOOP, CHASE, GATHER_LOOP, SYNC_LOOP, HALVES, COLUMN.replace("ROW", "i"), TREE.replace("TOP", "128").replace("GUARD_DIV", "1"),
                 BYTES.replace("TYPE", "unsigned char").replace("SIZE", "256")):
         ptxas(instrument(nvrtc_compile(src, "k.cu", "compute_75")).ptx, arch)
 
@@ -375,4 +375,32 @@ def test_a_loop_with_a_check_left_inside_is_not_versioned():
     assert _versioned(o, "gather") == 0
     assert _induction(o, "gather") >= 1
     assert kinds(o) == {"global-out-of-bounds"} and len(o.device) == 1
+    assert_same(o)
+
+
+SYNC_LOOP = r"""
+extern "C" __global__ void synced(float* out, int n)
+{
+    __shared__ float s[64];
+    float acc = 0.0f;
+    for (int k = 0; k < n; ++k) {
+        s[threadIdx.x] = k;
+        __syncthreads();
+        acc += s[63 - threadIdx.x];
+        __syncthreads();
+    }
+    out[threadIdx.x] = acc;
+}
+"""
+
+
+@pytest.mark.parametrize("threads,bad", [(64, 0), (65, 1)])
+def test_a_loop_with_a_barrier_is_not_versioned(threads, bad):
+    # threads of one block could take different copies of the loop, each
+    # with its own bar.sync: the loop is emitted once, its checks hoisted
+    o = run_both(SYNC_LOOP, "synced", (1, 1, 1), (threads, 1, 1),
+                 [Buf(np.zeros(threads, np.float32)), np.int32(3)])
+    assert o.stats["synced"]["removed"].get("hoisted-out-of-loop", 0) >= 1
+    assert _versioned(o, "synced") == 0
+    assert (len(o.device) > 0) == bool(bad)
     assert_same(o)

@@ -88,7 +88,7 @@ CHAIN_LENGTH = 4
 all of its loads at once, and the registers go up to the plain kernel's and
 more (lud diagonal, 16 rows: 53 -> 72 registers unlimited, 54 with 4)."""
 
-_CONVERGENT = frozenset({
+CONVERGENT = frozenset({
     "bar", "barrier", "shfl", "vote", "match", "redux", "activemask", "elect", "mma", "wmma",
     "wgmma", "ldmatrix", "stmatrix", "call", "setmaxnreg", "griddepcontrol", "tcgen05",
 }) | cfg_mod.TERMINATORS
@@ -96,7 +96,7 @@ _CONVERGENT = frozenset({
 
 def _ends_region(st: Statement) -> bool:
     if type(st) is Instruction:
-        return st.op in _CONVERGENT
+        return st.op in CONVERGENT
     return type(st) not in (Loc, Pragma)
 
 

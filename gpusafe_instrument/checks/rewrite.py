@@ -30,7 +30,14 @@ from ..nodes import (
 from ..printer import statements_text
 from . import conditions as cond
 from .emission import Emitter, I
-from .optimisation import LoopHoister, Unit, chain_code, mark_dominated, regions
+from .optimisation import (
+    CONVERGENT,
+    LoopHoister,
+    Unit,
+    chain_code,
+    mark_dominated,
+    regions,
+)
 from .planning import UNCHECKED_MODES, Access, FunctionPlan, Mode
 from .slow_path import slow_path
 
@@ -216,7 +223,9 @@ class FunctionRewriter:
 
     def _versioned_loops(self, preheaders: dict[int, Code]) -> dict[int, Versioned]:
         """Loops to emit twice (first statement -> the loop): one-block
-        loops, at most ``VERSION_LIMIT`` statements, with some condition
+        loops, at most ``VERSION_LIMIT`` statements, none of them a barrier,
+        warp-collective or call (``CONVERGENT``: threads of a block may take
+        different copies), with some condition
         hoisted and every check inside reduced to a branch on the loop's
         predicate.  That predicate is written only before the loop, so while
         it is false no filter in the loop branches: a copy without them runs
@@ -248,8 +257,8 @@ class FunctionRewriter:
                     or getattr(last.operands[0], "name", None) not in \
                     {st.name for st in stmts[:n_labels]} \
                     or any(type(st) not in (Instruction, Pragma, Loc) or
-                           (type(st) is Instruction and st.op in ("call", "ret", "exit"))
-                           for st in rest):
+                           (type(st) is Instruction and st.op in CONVERGENT)
+                           for st in rest[:-1]):
                 continue
             out[bb.start] = Versioned(bb.start, bb.start + n_labels, bb.end, pred)
             plan.stats.removed["loop-versioned"] += len(accs)
