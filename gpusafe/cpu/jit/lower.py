@@ -238,8 +238,8 @@ class _Lowerer:
         for i, instr in enumerate(flat):
             self.instr = instr
             self.lines.append(f"L{i}:")
-            self.emit("%c{0} = load i64, ptr %cnt\n  %c{0}n = add i64 %c{0}, 1\n"
-                      "  store i64 %c{0}n, ptr %cnt".format(i))
+            self.emit(f"%c{i} = load i64, ptr %cnt\n  %c{i}n = add i64 %c{i}, 1\n"
+                      f"  store i64 %c{i}n, ptr %cnt")
             nxt = f"%L{i + 1}"
             if instr.op == "bra":
                 target = self.target(instr)

@@ -1,0 +1,185 @@
+"""The JIT engine (GPUSAFE_CPU_ENGINE=jit) against the interpreter: identical
+outputs, instruction counts and violation records for kernels it covers, a
+named fallback for one it does not."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from gpusafe.cpu import scheduler
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.program import Program
+from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_instrument import host
+from gpusafe_instrument.checks import instrument
+from gpusafe_testkit.corpus import nvrtc_compile
+
+VADD = r"""
+extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+"""
+
+SAXPY = r"""
+extern "C" __global__ void saxpy(float* y, const float* x, float a, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = a * x[i] + y[i];
+}
+"""
+
+ROWSUM = r"""
+extern "C" __global__ void rowsum(double* out, const float* m, int rows, int cols)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    double acc = 0.0;
+    unsigned int h = 0;
+    for (int c = 0; c < cols; ++c) {
+        float v = m[(long)r * cols + c];
+        acc += (double)v * 0.5;
+        h = h * 31u + ((unsigned int)(int)v >> 2);
+    }
+    out[r] = acc + (double)(h & 0xff);
+}
+"""
+
+BARRIER = r"""
+extern "C" __global__ void rev(int* out, const int* in)
+{
+    __shared__ int s[64];
+    s[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+
+
+def _spy(monkeypatch) -> list[str]:
+    """Collects each launch's ``engine_note`` (which engine ran it)."""
+    notes: list[str] = []
+    real = scheduler.run_launch
+
+    def spy(launch):
+        real(launch)
+        notes.append(launch.engine_note)
+
+    monkeypatch.setattr("gpusafe.cpu.program.run_launch", spy)
+    return notes
+
+
+def _launch(engine: str, ptx: str, kernel: str, grid, block, arrays: list, scalars: bytes,
+            monkeypatch) -> tuple[list[np.ndarray], int, str]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    mem = DeviceMemory()
+    program = Program(ptx, mem)
+    bases = []
+    for a in arrays:
+        base = mem.alloc(a.nbytes)
+        mem.write(base, a)
+        bases.append(base)
+    params = struct.pack(f"<{len(bases)}Q", *bases) + scalars
+    notes = _spy(monkeypatch)
+    result = program.launch(kernel, grid, block, 0, params)
+    outs = [np.frombuffer(mem.read(b, a.nbytes), a.dtype) for a, b in zip(arrays, bases,
+                                                                          strict=True)]
+    return outs, result.instructions, notes[0]
+
+
+def _same(source, kernel, grid, block, arrays, scalars, monkeypatch) -> list[np.ndarray]:
+    ptx = nvrtc_compile(source, "k.cu", "compute_75", ())
+    ref, n_ref, _ = _launch("interpreter", ptx, kernel, grid, block, arrays, scalars, monkeypatch)
+    got, n_got, note = _launch("jit", ptx, kernel, grid, block, arrays, scalars, monkeypatch)
+    assert note == "jit"
+    for r, g in zip(ref, got, strict=True):
+        assert r.tobytes() == g.tobytes()
+    assert n_got == n_ref
+    return got
+
+
+def test_vector_add_is_bit_identical(monkeypatch):
+    a = np.linspace(-3, 3, 1000, dtype=np.float32)
+    b = np.float32(1e-3) * np.arange(1000, dtype=np.float32)
+    out = _same(VADD, "vadd", (4, 1, 1), (256, 1, 1), [np.zeros(1000, np.float32), a, b],
+                struct.pack("<i", 1000), monkeypatch)
+    assert np.array_equal(out[0], a + b)
+
+
+def test_saxpy_grid_stride_is_bit_identical(monkeypatch):
+    rng = np.random.default_rng(1)
+    y = rng.standard_normal(5000).astype(np.float32)
+    x = rng.standard_normal(5000).astype(np.float32)
+    x[:3] = [np.inf, -np.inf, np.nan]
+    _same(SAXPY, "saxpy", (3, 1, 1), (128, 1, 1), [y, x], struct.pack("<fi", 1.7, 5000),
+          monkeypatch)
+
+
+def test_loop_carried_reduction_is_bit_identical(monkeypatch):
+    rng = np.random.default_rng(2)
+    m = (rng.standard_normal((70, 33)) * 1000).astype(np.float32)
+    _same(ROWSUM, "rowsum", (2, 1, 1), (64, 1, 1), [np.zeros(70, np.float64), m.ravel()],
+          struct.pack("<ii", 70, 33), monkeypatch)
+
+
+def test_barrier_kernel_falls_back_with_the_reason(monkeypatch):
+    ptx = nvrtc_compile(BARRIER, "k.cu", "compute_75", ())
+    src = np.arange(64, dtype=np.int32)
+    outs, _, note = _launch("jit", ptx, "rev", (1, 1, 1), (64, 1, 1),
+                            [np.zeros(64, np.int32), src], b"", monkeypatch)
+    assert note.startswith("interpreter: ")
+    assert "shared variable" in note or "bar" in note
+    assert np.array_equal(outs[0], src[::-1])
+
+
+def test_illegal_address_is_the_interpreters_error(monkeypatch):
+    from gpusafe.cpu.errors import IllegalAddress
+    ptx = nvrtc_compile(VADD, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        base = mem.alloc(64)
+        with pytest.raises(IllegalAddress) as e:
+            program.launch("vadd", (1, 1, 1), (1, 1, 1), 0,
+                           struct.pack("<QQQi", 0x10, base, base, 1))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+
+
+def _instrumented(engine: str, monkeypatch) -> tuple[list, bytes]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    text = nvrtc_compile(VADD, "k.cu", "compute_75", ())
+    result = instrument(text)
+    mem = DeviceMemory()
+    n = 64
+    out = mem.alloc(4 * (n - 1))  # one element short: thread 63 writes past the end
+    a = mem.alloc(4 * n)
+    b = mem.alloc(4 * n)
+    mem.write(a, np.arange(n, dtype=np.float32))
+    mem.write(b, np.ones(n, np.float32))
+    program = Program(result.ptx, mem)
+    allocations = [host.AllocationRecord(x.tag, x.base, x.size, x.live) for x in mem.allocations]
+    pipeline = LaunchPipeline(mem)
+    params = struct.pack("<QQQi", out, a, b, n)
+    launch = pipeline.prepare(result.sites, "vadd", params, allocations, dynamic_shared=0)
+    notes = _spy(monkeypatch)
+    program.launch("vadd", (2, 1, 1), (32, 1, 1), 0, launch.params)
+    device, dropped = pipeline.collect(launch)
+    keys = [(str(v.kind), v.site.ptx_line, v.address, v.thread, v.block) for v in device]
+    assert notes == (["jit"] if engine == "jit" else [""])
+    return keys + [("dropped", dropped)], mem.read(out, 4 * (n - 1))
+
+
+@pytest.mark.slow  # instrumenting the module and compiling it: about 2 s
+def test_instrumented_off_by_one_records_the_same_violations(monkeypatch):
+    ref, ref_out = _instrumented("interpreter", monkeypatch)
+    got, got_out = _instrumented("jit", monkeypatch)
+    assert len(ref) == 2 and ref[0][0] == "global-out-of-bounds"
+    assert got == ref
+    assert got_out == ref_out
