@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -106,6 +107,10 @@ class Row:
     device_s: float
     numpy_s: float
 
+    jit_s: float | None = None  # warm (compiled code cached)
+    jit_cold_s: float | None = None  # first launch: lowering and compiling included
+    jit_note: str = ""  # why the JIT did not run it
+
     @property
     def rate(self) -> float:
         return self.instructions / self.device_s
@@ -113,6 +118,26 @@ class Row:
     @property
     def ratio(self) -> float:
         return self.device_s / self.numpy_s
+
+
+def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) -> Row:
+    """Runs the workload again with GPUSAFE_CPU_ENGINE=jit: the first launch
+    (compile included) and a warm one, checked against numpy like the
+    interpreter's; a kernel the JIT does not cover is named as a fallback."""
+    from gpusafe.cpu.jit.engine import STATS
+    before = len(STATS.fallbacks)
+    os.environ["GPUSAFE_CPU_ENGINE"] = "jit"
+    try:
+        cold = launch()
+        warm = launch()
+        verify()
+    finally:
+        del os.environ["GPUSAFE_CPU_ENGINE"]
+    if len(STATS.fallbacks) > before:
+        row.jit_note = STATS.fallbacks[-1][1]
+    else:
+        row.jit_cold_s, row.jit_s = cold, warm
+    return row
 
 
 def upload(arr: np.ndarray):
@@ -127,9 +152,10 @@ def download(d, like: np.ndarray) -> np.ndarray:
     return out
 
 
-def timed_launch(kernel, grid, block, params, before: Callable[[], None] | None = None):
+def timed_launch(kernel, grid, block, params, before: Callable[[], None] | None = None,
+                 runs: int = 2):
     """Warm-up launch, then the timed one; returns (seconds, thread-instructions)."""
-    for _ in range(2):
+    for _ in range(runs):
         if before is not None:
             before()
         t0 = time.perf_counter()
@@ -149,7 +175,14 @@ def bench_vector_add(module, n: int) -> Row:
     secs, instr = timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
                                ((da, db, dc, n), (None, None, None, ctypes.c_int)))
     assert np.array_equal(download(dc, a), a + b)
-    return Row(f"vector add, {n:,} floats", grid * block, instr, secs, best_time(lambda: a + b))
+    row = Row(f"vector add, {n:,} floats", grid * block, instr, secs, best_time(lambda: a + b))
+    check(cuda.cuMemsetD32(dc, 0, n))
+
+    def again() -> float:
+        return timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
+                            ((da, db, dc, n), (None, None, None, ctypes.c_int)), runs=1)[0]
+
+    return with_jit(row, again, lambda: np.testing.assert_array_equal(download(dc, a), a + b))
 
 
 def bench_matmul(module, n: int) -> Row:
@@ -161,7 +194,11 @@ def bench_matmul(module, n: int) -> Row:
     secs, instr = timed_launch(kernel, (n // 16, n // 16, 1), (16, 16, 1),
                                ((dA, dB, dC, n), (None, None, None, ctypes.c_int)))
     np.testing.assert_allclose(download(dC, A), A @ B, rtol=1e-3, atol=1e-3)
-    return Row(f"16x16 tiled matmul, {n}x{n}", n * n, instr, secs, best_time(lambda: A @ B))
+    row = Row(f"16x16 tiled matmul, {n}x{n}", n * n, instr, secs, best_time(lambda: A @ B))
+    return with_jit(row, lambda: timed_launch(
+        kernel, (n // 16, n // 16, 1), (16, 16, 1),
+        ((dA, dB, dC, n), (None, None, None, ctypes.c_int)), runs=1)[0],
+        lambda: np.testing.assert_allclose(download(dC, A), A @ B, rtol=1e-3, atol=1e-3))
 
 
 def bench_reduction(module, n: int) -> Row:
@@ -195,9 +232,12 @@ def bench_histogram(module, n: int) -> Row:
 
 def print_rows(rows: list[Row]) -> None:
     headers = ["workload", "threads", "thread-instr", "device time", "thread-instr/s",
-               "numpy time", "device/numpy"]
+               "numpy time", "device/numpy", "JIT warm (cold)", "JIT/numpy"]
     body = [[r.name, f"{r.threads:,}", f"{r.instructions:,}", f"{r.device_s:.3f} s",
-             f"{r.rate / 1e6:,.1f} M", f"{r.numpy_s * 1e3:.3f} ms", f"{r.ratio:,.0f}x"]
+             f"{r.rate / 1e6:,.1f} M", f"{r.numpy_s * 1e3:.3f} ms", f"{r.ratio:,.0f}x",
+             f"{r.jit_s * 1e3:.1f} ms ({r.jit_cold_s * 1e3:.0f} ms)" if r.jit_s
+             else "fallback" if r.jit_note else "not run",
+             f"{r.jit_s / r.numpy_s:,.1f}x" if r.jit_s else "-"]
             for r in rows]
     try:
         from rich.console import Console
@@ -217,6 +257,9 @@ def print_rows(rows: list[Row]) -> None:
     if not console.is_terminal:
         console = Console(width=140)
     console.print(table)
+    for r in rows:
+        if r.jit_note:
+            print(f"JIT fallback, {r.name}: {r.jit_note}")
 
 
 def main(argv: list[str] | None = None) -> int:

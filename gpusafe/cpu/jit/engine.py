@@ -279,10 +279,14 @@ def run(launch: Launch) -> None:
     """Run every thread of ``launch`` in compiled code; raises :class:`Unsupported`
     before touching memory when it cannot, and the device error the interpreter
     would raise when a thread faults."""
-    reason = why_not(launch)
-    if reason is not None:
-        raise Unsupported(reason)
-    compiled = compile_function(launch.code.function)
+    try:
+        reason = why_not(launch)
+        if reason is not None:
+            raise Unsupported(reason)
+        compiled = compile_function(launch.code.function)
+    except Unsupported as e:
+        STATS.fallbacks.append((launch.kernel, str(e)))
+        raise
     table = launch.memory.plain_segments()
     n = len(table)
     starts = np.array([s for s, _, _ in table] or [0], np.uint64)
