@@ -34,8 +34,9 @@ from gpusafe_instrument.kinds import AccessKind
 
 from ..errors import DeviceError, IllegalAddress, MisalignedAddress, UnsupportedInstruction
 from ..frames import Launch
-from ..memory import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from .lower import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported, lower_kernel
+from ..memory import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, plain_segments
+from .lower import lower_kernel
+from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported
 
 _RESOLVE = """
 define internal ptr @resolve(ptr %ctx, i64 %addr, i64 %width, i32 %kind, i32 %line) {
@@ -287,7 +288,7 @@ def run(launch: Launch) -> None:
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))
         raise
-    table = launch.memory.plain_segments()
+    table = plain_segments(launch.memory)
     n = len(table)
     starts = np.array([s for s, _, _ in table] or [0], np.uint64)
     ends = np.array([e for _, e, _ in table] or [0], np.uint64)
