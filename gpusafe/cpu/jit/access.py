@@ -56,7 +56,9 @@ class MemoryLowering(Values):
         addr = self.new()
         self.emit(f"{addr} = add i64 {base}, {operand.offset}")
         ptr = self.new()
-        self.emit(f"{ptr} = call ptr @resolve(ptr %ctx, i64 {addr}, i64 {width}, "
+        self.sites += 1
+        self.emit(f"{ptr} = call ptr @resolve(ptr %ctx, i64 {self.sites - 1}, i64 {addr}, "
+                  f"i64 {width}, "
                   f"i32 {space * 4 + access}, i32 {self.instr.line if self.instr else 0})")
         bad = self.new()
         self.emit(f"{bad} = icmp eq ptr {ptr}, null")

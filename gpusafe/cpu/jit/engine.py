@@ -39,20 +39,73 @@ from .lower import lower_kernel
 from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported
 
 _RESOLVE = """
-define internal ptr @resolve(ptr %ctx, i64 %addr, i64 %width, i32 %kind, i32 %line) {
+define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
+                             i32 %line) alwaysinline {
+entry:
+  %hp = getelementptr i64, ptr %ctx, i64 5
+  %hints = load ptr, ptr %hp
+  %hslot = getelementptr i64, ptr %hints, i64 %site
+  %h = load i64, ptr %hslot
+  %nohint = icmp eq i64 %h, 0
+  br i1 %nohint, label %miss, label %try
+try:
+  %i = sub i64 %h, 1
+  %sp = getelementptr i64, ptr %ctx, i64 1
+  %starts = load ptr, ptr %sp
+  %sip = getelementptr i64, ptr %starts, i64 %i
+  %s = load i64, ptr %sip
+  %ep = getelementptr i64, ptr %ctx, i64 2
+  %ends = load ptr, ptr %ep
+  %eip = getelementptr i64, ptr %ends, i64 %i
+  %e = load i64, ptr %eip
+  %pp = getelementptr i64, ptr %ctx, i64 3
+  %ptrs = load ptr, ptr %pp
+  %pip = getelementptr ptr, ptr %ptrs, i64 %i
+  %p = load ptr, ptr %pip
+  %m = sub i64 %width, 1
+  %mis = and i64 %addr, %m
+  %last = add i64 %addr, %width
+  %c1 = icmp ne i64 %mis, 0
+  %c2 = icmp ult i64 %addr, %s
+  %c3 = icmp ugt i64 %last, %e
+  %c4 = icmp ult i64 %last, %addr
+  %o1 = or i1 %c1, %c2
+  %o2 = or i1 %c3, %c4
+  %o3 = or i1 %o1, %o2
+  br i1 %o3, label %miss, label %ok
+ok:
+  %off = sub i64 %addr, %s
+  %r = getelementptr i8, ptr %p, i64 %off
+  ret ptr %r
+miss:
+  %res = call ptr @resolve_miss(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
+                                i32 %line)
+  ret ptr %res
+}
+
+define internal ptr @resolve_miss(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
+                                  i32 %line) noinline {
 entry:
   %m = sub i64 %width, 1
   %mis = and i64 %addr, %m
   %aligned = icmp eq i64 %mis, 0
-  br i1 %aligned, label %search, label %slow
-search:
-  %n = load i64, ptr %ctx
   %sp = getelementptr i64, ptr %ctx, i64 1
   %starts = load ptr, ptr %sp
   %ep = getelementptr i64, ptr %ctx, i64 2
   %ends = load ptr, ptr %ep
   %pp = getelementptr i64, ptr %ctx, i64 3
   %ptrs = load ptr, ptr %pp
+  %hp = getelementptr i64, ptr %ctx, i64 5
+  %hints = load ptr, ptr %hp
+  %hslot = getelementptr i64, ptr %hints, i64 %site
+  %h = load i64, ptr %hslot
+  %nohint = icmp eq i64 %h, 0
+  br i1 %aligned, label %hinted, label %slow
+hinted:
+  %hi0 = sub i64 %h, 1
+  br i1 %nohint, label %search, label %check
+search:
+  %n = load i64, ptr %ctx
   br label %loop
 loop:
   %lo = phi i64 [0, %search], [%lo2, %body]
@@ -71,24 +124,31 @@ body:
   br label %loop
 found:
   %none = icmp eq i64 %lo, 0
+  %fi = sub i64 %lo, 1
   br i1 %none, label %slow, label %check
 check:
-  %i = sub i64 %lo, 1
+  %i = phi i64 [%hi0, %hinted], [%fi, %found]
+  %fromhint = phi i1 [true, %hinted], [false, %found]
+  %sip = getelementptr i64, ptr %starts, i64 %i
+  %s = load i64, ptr %sip
   %eip = getelementptr i64, ptr %ends, i64 %i
   %e = load i64, ptr %eip
   %last = add i64 %addr, %width
+  %below = icmp ult i64 %addr, %s
   %over = icmp ugt i64 %last, %e
   %wrap = icmp ult i64 %last, %addr
-  %out = or i1 %over, %wrap
-  br i1 %out, label %slow, label %have
-have:
+  %out1 = or i1 %over, %wrap
+  %out = or i1 %out1, %below
   %pip = getelementptr ptr, ptr %ptrs, i64 %i
   %p = load ptr, ptr %pip
   %null = icmp eq ptr %p, null
-  br i1 %null, label %slow, label %ok
+  %miss = or i1 %out, %null
+  br i1 %miss, label %missed, label %ok
+missed:
+  br i1 %fromhint, label %search, label %slow
 ok:
-  %sip = getelementptr i64, ptr %starts, i64 %i
-  %s = load i64, ptr %sip
+  %i1 = add i64 %i, 1
+  store i64 %i1, ptr %hslot
   %off = sub i64 %addr, %s
   %r = getelementptr i8, ptr %p, i64 %off
   ret ptr %r
@@ -111,7 +171,8 @@ def _grid_loop() -> str:
     """``@kernel``: every block and thread of the grid, in order, one ``@thread`` each."""
     names = ["cz", "cy", "cx", "tz", "ty", "tx"]
     bounds = ["%gz", "%gy", "%gx", "%bz", "%by", "%bx"]
-    out = ["define i32 @kernel(ptr %params, ptr %ctx, ptr %count, i32 %gx, i32 %gy, i32 %gz, "
+    out = ["define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count, "
+           "i32 %gx, i32 %gy, i32 %gz, "
            "i32 %bx, i32 %by, i32 %bz) {", "entry:"]
     out += [f"  %a_{v} = alloca i32" for v in names]
     out.append("  br label %init_cz")
@@ -141,6 +202,7 @@ class Compiled:
     engine: Any
     run: Any
     compile_seconds: float
+    sites: int  # global/generic access sites: one segment hint each
 
 
 @dataclass
@@ -203,7 +265,7 @@ def compile_function(function: nodes.Function) -> Compiled:
             raise hit
         return hit
     try:
-        ir = lower_kernel(function)
+        ir, sites = lower_kernel(function)
     except Unsupported as e:
         _CACHE[key] = e
         raise
@@ -219,7 +281,7 @@ def compile_function(function: nodes.Function) -> Compiled:
     seconds = time.perf_counter() - start
     STATS.compiled += 1
     STATS.compile_seconds += seconds
-    compiled = Compiled(engine, run, seconds)
+    compiled = Compiled(engine, run, seconds, sites)
     _CACHE[key] = compiled
     return compiled
 
@@ -302,11 +364,13 @@ def run(launch: Launch) -> None:
     ctx[2] = ends.ctypes.data
     ctx[3] = ptrs.ctypes.data
     ctx[4] = ctypes.cast(slow, ctypes.c_void_p).value or 0
+    hints = np.zeros(max(compiled.sites, 1), np.uint64)  # per site: last segment index + 1
+    ctx[5] = hints.ctypes.data
     count = np.zeros(1, np.uint64)
     params = launch.kparams
     gx, gy, gz = launch.grid
     bx, by, bz = launch.block
-    keep = (table, starts, ends, ptrs, slow, params)
+    keep = (table, starts, ends, ptrs, slow, params, hints)
     status = compiled.run(params.ctypes.data, ctx.ctypes.data, count.ctypes.data,
                           gx, gy, gz, bx, by, bz)
     del keep

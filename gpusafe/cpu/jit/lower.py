@@ -118,9 +118,10 @@ _FMA_DECLS = ("declare float @llvm.fma.f32(float, float, float)\n"
               "declare double @llvm.fma.f64(double, double, double)\n")
 
 
-def lower_kernel(function: nodes.Function) -> str:
+def lower_kernel(function: nodes.Function) -> tuple[str, int]:
     """The LLVM IR of ``@thread`` for ``function`` (needs ``@resolve`` from the
-    engine).  Raises :class:`Unsupported` for anything outside the slice."""
+    engine) and how many access sites it has (one segment hint each).  Raises
+    :class:`Unsupported` for anything outside the slice."""
     lowerer = _Lowerer(function)
     body = lowerer.lower()
-    return _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
+    return _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body, lowerer.sites

@@ -13,8 +13,11 @@ from gpusafe_instrument.query import param_layout
 
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
-QUALIFIERS = {"weak", "volatile", "relaxed", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt",
-               "gpu", "sys", "cta", "uni"}
+QUALIFIERS = {"weak", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"}
+"""Modifiers that change nothing for one thread running alone.  ``.volatile``,
+``.relaxed``/``.acquire`` and scopes are refused: they are how threads wait
+on each other, and a thread that runs to completion before the next starts
+would wait forever."""
 SPECIAL = {"%tid": 0, "%ntid": 3, "%ctaid": 6, "%nctaid": 9}
 AXES = {"x": 0, "y": 1, "z": 2}
 ICMP = {"eq": "eq", "ne": "ne", "lo": "ult", "ls": "ule", "hi": "ugt", "hs": "uge"}
@@ -75,6 +78,7 @@ class Values:
         self.kparams = {slot.name: slot.offset for slot in layout}
         self.instr: nodes.Instruction | None = None
         self.intrinsics: set[str] = set()
+        self.sites = 0  # accesses that call @resolve, each with its own segment hint
 
     # -- helpers --------------------------------------------------------------
 
