@@ -183,3 +183,61 @@ def test_instrumented_off_by_one_records_the_same_violations(monkeypatch):
     assert len(ref) == 2 and ref[0][0] == "global-out-of-bounds"
     assert got == ref
     assert got_out == ref_out
+
+
+SEMANTICS = r"""
+extern "C" __global__ void ops(unsigned int* out, const float* f, const double* d,
+                               const unsigned int* u, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = f[i], y = f[(i + 1) % n];
+    double p = d[i], q = d[(i + 3) % n];
+    unsigned int a = u[i], s = u[(i + 5) % n] & 63u;
+    unsigned int r[14];
+    r[0] = __float_as_uint(__fmaf_rn(x, y, x));
+    r[1] = (unsigned int)__float2int_rz(x);
+    r[2] = __float2uint_rz(y);
+    r[3] = __float_as_uint((float)(p * q + p));
+    r[4] = (unsigned int)(long long)q;
+    asm("shl.b32 %0, %1, %2;" : "=r"(r[5]) : "r"(a), "r"(s));
+    asm("shr.s32 %0, %1, %2;" : "=r"(r[6]) : "r"(a), "r"(s));
+    asm("shr.u32 %0, %1, %2;" : "=r"(r[7]) : "r"(a), "r"(s));
+    r[8] = __umulhi(a, s * 977u) ^ (unsigned int)(((unsigned long long)a * (s + 1)) >> 7);
+    r[9] = x < y ? 11u : 5u;
+    r[12] = x != y ? 7u : 3u;
+    r[13] = p >= q ? ((int)a < (int)s ? 1u : 2u) : 9u;
+    r[10] = min((int)a, (int)s * -3) + max(a, s);
+    r[11] = __float_as_uint(x * y - (float)(int)a) ^ __float_as_uint((float)a);
+    for (int k = 0; k < 14; ++k) out[i * 14 + k] = r[k];
+}
+"""
+
+
+def test_arithmetic_edge_cases_are_bit_identical(monkeypatch):
+    specials = [0.0, -0.0, 1.5, -2.5, 3e38, -3e38, 1e-45, 2.0**31, -(2.0**31) - 512, 2.0**32,
+                float("inf"), float("-inf"), float("nan"), 7.0, -1e-3, 123456.789]
+    n = len(specials) * 4
+    rng = np.random.default_rng(3)
+    f = np.array(specials * 4, np.float32)
+    d = np.array(specials * 4, np.float64) * rng.choice([1.0, -1.0], n)
+    u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    u[::7] = [0, 1, 31, 32, 33, 63, 0xFFFFFFFF, 0x80000000, 40, 64][: len(u[::7])]
+    _same(SEMANTICS, "ops", (2, 1, 1), (32, 1, 1), [np.zeros(n * 14, np.uint32), f, d, u],
+          struct.pack("<i", n), monkeypatch)
+
+
+def test_misaligned_access_is_the_interpreters_error(monkeypatch):
+    from gpusafe.cpu.errors import MisalignedAddress
+    ptx = nvrtc_compile(VADD, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        base = mem.alloc(64)
+        with pytest.raises(MisalignedAddress) as e:
+            program.launch("vadd", (1, 1, 1), (2, 1, 1), 0,
+                           struct.pack("<QQQi", base, base + 2, base, 2))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]

@@ -271,3 +271,48 @@ class AluLowering(Values):
         else:
             raise self.fail(f"conversion {rest}")
         self.write(d, dt, out)
+
+    def _divide(self, instr: nodes.Instruction, rem: bool) -> None:
+        """Integer div/rem as the interpreter has them: on magnitudes, truncating
+        (so INT_MIN / -1 is INT_MIN, with no LLVM poison), all ones for a zero
+        divisor."""
+        mods, t = split_type(instr)
+        if mods or t[0] not in "su":
+            raise self.fail("only integer div/rem")
+        d, a, b = instr.operands
+        ty = llvm_type(t)
+        va, vb = self.read(a, t), self.read(b, t)
+        zero = self.new()
+        self.emit(f"{zero} = icmp eq {ty} {vb}, 0")
+        na = nb = None
+        if t[0] == "s":
+            mags = []
+            for v in (va, vb):
+                neg, flipped, mag = self.new(), self.new(), self.new()
+                self.emit(f"{neg} = icmp slt {ty} {v}, 0")
+                self.emit(f"{flipped} = sub {ty} 0, {v}")
+                self.emit(f"{mag} = select i1 {neg}, {ty} {flipped}, {ty} {v}")
+                mags.append((neg, mag))
+            (na, va), (nb, vb) = mags
+        safe = self.new()
+        self.emit(f"{safe} = select i1 {zero}, {ty} 1, {ty} {vb}")
+        r = self.new()
+        self.emit(f"{r} = {'urem' if rem else 'udiv'} {ty} {va}, {safe}")
+        if na is not None:
+            neg = na
+            if not rem:
+                neg = self.new()
+                self.emit(f"{neg} = xor i1 {na}, {nb}")
+            flipped, signed = self.new(), self.new()
+            self.emit(f"{flipped} = sub {ty} 0, {r}")
+            self.emit(f"{signed} = select i1 {neg}, {ty} {flipped}, {ty} {r}")
+            r = signed
+        out = self.new()
+        self.emit(f"{out} = select i1 {zero}, {ty} -1, {ty} {r}")
+        self.write(d, t, out)
+
+    def op_div(self, instr: nodes.Instruction) -> None:
+        self._divide(instr, rem=False)
+
+    def op_rem(self, instr: nodes.Instruction) -> None:
+        self._divide(instr, rem=True)
