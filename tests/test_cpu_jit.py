@@ -241,3 +241,32 @@ def test_misaligned_access_is_the_interpreters_error(monkeypatch):
                            struct.pack("<QQQi", base, base + 2, base, 2))
         messages.append(str(e.value))
     assert messages[0] == messages[1]
+
+
+COUNT = r"""
+extern "C" __global__ void count(unsigned int* bins, unsigned int* slots, const int* x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        atomicAdd(&bins[x[i] & 7], 1u);                // red.global.add
+        slots[i] = atomicAdd(&bins[8], (unsigned)i);   // atom.global.add, old value used
+    }
+}
+"""
+
+
+def test_global_atomic_add_is_identical(monkeypatch):
+    x = np.random.default_rng(4).integers(0, 1000, 300).astype(np.int32)
+    out = _same(COUNT, "count", (3, 1, 1), (128, 1, 1),
+                [np.zeros(9, np.uint32), np.zeros(300, np.uint32), x],
+                struct.pack("<i", 300), monkeypatch)
+    assert np.array_equal(out[0][:8], np.bincount(x & 7, minlength=8))
+
+
+def test_other_atomics_fall_back_with_the_reason(monkeypatch):
+    ptx = nvrtc_compile(COUNT.replace("atomicAdd(&bins[x[i] & 7], 1u)",
+                                      "atomicMax(&bins[x[i] & 7], 1u)"), "k.cu", "compute_75", ())
+    _, _, note = _launch("jit", ptx, "count", (1, 1, 1), (32, 1, 1),
+                         [np.zeros(9, np.uint32), np.zeros(32, np.uint32),
+                          np.arange(32, dtype=np.int32)], struct.pack("<i", 32), monkeypatch)
+    assert note.startswith("interpreter: ") and "max" in note

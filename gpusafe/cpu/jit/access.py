@@ -118,13 +118,15 @@ class MemoryLowering(Values):
         for k, v in enumerate(values):
             self.emit(f"store {llvm_type(t)} {v}, ptr {self.element(ptr, k, size)}, align 1")
 
-    def op_atom(self, instr: nodes.Instruction) -> None:
-        """``atom.add`` on integers: threads run one after another, so a plain
-        load, add and store is the sequential result the interpreter gives."""
+    def _atomic_add(self, instr: nodes.Instruction, dest: nodes.Operand | None,
+                    a: nodes.Operand, b: nodes.Operand) -> None:
+        """Integer add: threads run one after another, so a plain load, add
+        and store is exact.  The final memory is the interpreter's; the old
+        values returned are too unless a thread makes several atomics (the
+        interpreter runs each instruction for all lanes, in lane order)."""
         space, count, t, rest = self._memory(instr)
         if rest != ["add"] or count != 1 or t not in ("u32", "s32", "u64"):
-            raise self.fail(f"only integer atom.add ({rest})")
-        d, a, b = instr.operands
+            raise self.fail(f"only integer {instr.op}.add ({rest})")
         vb = self.read(b, t)
         ptr = self.address(a, BITS[t] // 8, space, ACCESS_ATOMIC)
         old = self.new()
@@ -132,4 +134,17 @@ class MemoryLowering(Values):
         new = self.new()
         self.emit(f"{new} = add {llvm_type(t)} {old}, {vb}")
         self.emit(f"store {llvm_type(t)} {new}, ptr {ptr}, align 1")
-        self.write(d, t, old)
+        if dest is not None:
+            self.write(dest, t, old)
+
+    def op_atom(self, instr: nodes.Instruction) -> None:
+        if len(instr.operands) != 3:
+            raise self.fail("form")
+        d, a, b = instr.operands
+        self._atomic_add(instr, d, a, b)
+
+    def op_red(self, instr: nodes.Instruction) -> None:
+        if len(instr.operands) != 2:
+            raise self.fail("form")
+        a, b = instr.operands
+        self._atomic_add(instr, None, a, b)
