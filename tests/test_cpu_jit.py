@@ -270,3 +270,36 @@ def test_other_atomics_fall_back_with_the_reason(monkeypatch):
                          [np.zeros(9, np.uint32), np.zeros(32, np.uint32),
                           np.arange(32, dtype=np.int32)], struct.pack("<i", 32), monkeypatch)
     assert note.startswith("interpreter: ") and "max" in note
+
+
+SETP_BOOL = r"""
+extern "C" __global__ void pick(int* out, const int* a, const int* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int r;
+    asm("{\n\t.reg .pred %%p, %%q, %%c;\n\t"
+        "setp.gt.s32 %%c, %1, 0;\n\t"
+        "setp.lt.or.s32 %%p|%%q, %1, %2, %%c;\n\t"
+        "@%%q bra.uni DONE;\n\t"
+        "selp.s32 %0, 1, 2, %%p;\n\t"
+        "bra.uni END;\n"
+        "DONE:\n\t"
+        "selp.s32 %0, 3, 4, %%p;\n"
+        "END:\n\t"
+        "}" : "=r"(r) : "r"(a[i]), "r"(b[i]));
+    out[i] = r;
+}
+"""
+
+
+def test_scoped_asm_blocks_and_setp_with_a_boolean_op(monkeypatch):
+    rng = np.random.default_rng(5)
+    a = rng.integers(-5, 5, 200).astype(np.int32)
+    b = rng.integers(-5, 5, 200).astype(np.int32)
+    out = _same(SETP_BOOL, "pick", (2, 1, 1), (128, 1, 1), [np.zeros(200, np.int32), a, b],
+                struct.pack("<i", 200), monkeypatch)
+    t = a < b
+    c = a > 0
+    p, q = t | c, ~t | c
+    assert np.array_equal(out[0], np.where(q, np.where(p, 3, 4), np.where(p, 1, 2)))

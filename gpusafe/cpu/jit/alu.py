@@ -204,11 +204,15 @@ class AluLowering(Values):
         self._minmax(instr, "gt")
 
     def op_setp(self, instr: nodes.Instruction) -> None:
+        """``setp.cmp[.bop].t p[|q], a, b[, {!}c]``: p = t bop c, q = !t bop c
+        (without bop: p = t, q = !t)."""
         mods, t = split_type(instr)
-        if len(mods) != 1 or len(instr.operands) != 3:
+        bop = mods[1] if len(mods) == 2 else None
+        if len(mods) not in (1, 2) or bop not in (None, "and", "or", "xor") \
+                or len(instr.operands) != (4 if bop else 3):
             raise self.fail(f"form {mods}")
         cmp = mods[0]
-        d, a, b = instr.operands
+        d, a, b = instr.operands[:3]
         va, vb = self.read(a, t), self.read(b, t)
         out = self.new()
         if t in ("f32", "f64"):
@@ -221,7 +225,20 @@ class AluLowering(Values):
             self.emit(f"{out} = icmp {t[0]}{ICMP_ORDER[cmp]} {llvm_type(t)} {va}, {vb}")
         else:
             raise self.fail(f"compare {cmp}.{t}")
-        self.write(d, "pred", out)
+        inverse = self.new()
+        self.emit(f"{inverse} = xor i1 {out}, true")
+        results = [out, inverse]
+        if bop:
+            c = self.read(instr.operands[3], "pred")
+            for k, v in enumerate(results):
+                combined = self.new()
+                self.emit(f"{combined} = {bop} i1 {v}, {c}")
+                results[k] = combined
+        if isinstance(d, nodes.PredicatePair):
+            self.write(d.first, "pred", results[0])
+            self.write(d.second, "pred", results[1])
+        else:
+            self.write(d, "pred", results[0])
 
     def op_selp(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)

@@ -27,17 +27,18 @@ class _Lowerer(AluLowering, MemoryLowering):
     def flatten(self, statements: list, out: list) -> None:
         for s in statements:
             if isinstance(s, nodes.Instruction):
-                out.append(s)
+                out.append((s, list(self.scopes)))
             elif isinstance(s, nodes.Label):
-                self.labels[s.name] = len(out)
+                self.scopes[-1][("label", s.name)] = len(out)  # { } scopes labels too
             elif isinstance(s, nodes.RegisterDecl):
                 if s.vector:
                     raise Unsupported("vector registers", s.line)
                 for name in s.registers():
                     self.declare(name, s.type.lstrip("."))
             elif isinstance(s, nodes.Block):
-                raise Unsupported("nested { } scopes (call sequences)", s.statements[0].line
-                                  if s.statements else None)
+                self.scopes.append({})
+                self.flatten(s.statements, out)
+                self.scopes.pop()
             elif isinstance(s, nodes.Variable):
                 raise Unsupported(f"{s.space} variable {s.name}", s.line)
             elif isinstance(s, (nodes.Loc, nodes.Pragma)):
@@ -52,10 +53,11 @@ class _Lowerer(AluLowering, MemoryLowering):
         for p in f.params:
             if p.type.lstrip(".") not in BITS and p.type.lstrip(".") != "b8":
                 raise Unsupported(f"kernel parameter type {p.type}", f.line)
-        flat: list[nodes.Instruction] = []
+        flat: list[tuple[nodes.Instruction, list]] = []
         self.flatten(f.body or [], flat)
         n = len(flat)
-        for i, instr in enumerate(flat):
+        for i, (instr, scopes) in enumerate(flat):
+            self.scopes = scopes
             self.instr = instr
             self.lines.append(f"L{i}:")
             self.emit(f"%c{i} = load i64, ptr %cnt\n  %c{i}n = add i64 %c{i}, 1\n"
@@ -94,9 +96,12 @@ class _Lowerer(AluLowering, MemoryLowering):
 
     def target(self, instr: nodes.Instruction) -> str:
         ops = instr.operands
-        if len(ops) != 1 or not isinstance(ops[0], nodes.Symbol) or ops[0].name not in self.labels:
-            raise self.fail("branch target")
-        return f"%L{self.labels[ops[0].name]}"
+        if len(ops) == 1 and isinstance(ops[0], nodes.Symbol):
+            for scope in reversed(self.scopes):
+                index = scope.get(("label", ops[0].name))
+                if index is not None:
+                    return f"%L{index}"
+        raise self.fail("branch target")
 
     def guard(self, guard: nodes.Guard) -> str:
         v = self.read(nodes.Register(guard.register), "pred")

@@ -72,8 +72,8 @@ class Values:
         self.lines: list[str] = []
         self.allocas: list[str] = []
         self.tmp = 0
-        self.scopes: list[dict[str, tuple[str, int]]] = [{}]
-        self.labels: dict[str, int] = {}
+        # register name -> (slot, bits); ("label", name) -> instruction index
+        self.scopes: list[dict] = [{}]
         layout, _ = param_layout(function.params)
         self.kparams = {slot.name: slot.offset for slot in layout}
         self.instr: nodes.Instruction | None = None
