@@ -11,12 +11,19 @@ wall time of the launch (after one warm-up launch), the resulting
 thread-instructions per second, the numpy time (best of several runs) and
 the ratio of the two. Results are checked against numpy before anything is
 printed, so a wrong answer is never timed.
+
+Each workload then runs again with ``GPUSAFE_CPU_ENGINE=jit``
+(:mod:`gpusafe.cpu.jit`): the JIT columns give a warm launch (compiled code
+cached), the first launch in brackets (lowering and compiling included) and
+the warm time's ratio to numpy, checked against numpy too; a kernel the JIT
+does not cover says "fallback" and the reason is printed under the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -106,6 +113,10 @@ class Row:
     device_s: float
     numpy_s: float
 
+    jit_s: float | None = None  # warm (compiled code cached)
+    jit_cold_s: float | None = None  # first launch: lowering and compiling included
+    jit_note: str = ""  # why the JIT did not run it
+
     @property
     def rate(self) -> float:
         return self.instructions / self.device_s
@@ -113,6 +124,26 @@ class Row:
     @property
     def ratio(self) -> float:
         return self.device_s / self.numpy_s
+
+
+def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) -> Row:
+    """Runs the workload again with GPUSAFE_CPU_ENGINE=jit: the first launch
+    (compile included) and a warm one, checked against numpy like the
+    interpreter's; a kernel the JIT does not cover is named as a fallback."""
+    from gpusafe.cpu.jit.engine import STATS
+    before = len(STATS.fallbacks)
+    os.environ["GPUSAFE_CPU_ENGINE"] = "jit"
+    try:
+        cold = launch()
+        warm = launch()
+        verify()
+    finally:
+        del os.environ["GPUSAFE_CPU_ENGINE"]
+    if len(STATS.fallbacks) > before:
+        row.jit_note = STATS.fallbacks[-1][1]
+    else:
+        row.jit_cold_s, row.jit_s = cold, warm
+    return row
 
 
 def upload(arr: np.ndarray):
@@ -127,9 +158,10 @@ def download(d, like: np.ndarray) -> np.ndarray:
     return out
 
 
-def timed_launch(kernel, grid, block, params, before: Callable[[], None] | None = None):
+def timed_launch(kernel, grid, block, params, before: Callable[[], None] | None = None,
+                 runs: int = 2):
     """Warm-up launch, then the timed one; returns (seconds, thread-instructions)."""
-    for _ in range(2):
+    for _ in range(runs):
         if before is not None:
             before()
         t0 = time.perf_counter()
@@ -149,7 +181,14 @@ def bench_vector_add(module, n: int) -> Row:
     secs, instr = timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
                                ((da, db, dc, n), (None, None, None, ctypes.c_int)))
     assert np.array_equal(download(dc, a), a + b)
-    return Row(f"vector add, {n:,} floats", grid * block, instr, secs, best_time(lambda: a + b))
+    row = Row(f"vector add, {n:,} floats", grid * block, instr, secs, best_time(lambda: a + b))
+    check(cuda.cuMemsetD32(dc, 0, n))
+
+    def again() -> float:
+        return timed_launch(kernel, (grid, 1, 1), (block, 1, 1),
+                            ((da, db, dc, n), (None, None, None, ctypes.c_int)), runs=1)[0]
+
+    return with_jit(row, again, lambda: np.testing.assert_array_equal(download(dc, a), a + b))
 
 
 def bench_matmul(module, n: int) -> Row:
@@ -161,7 +200,11 @@ def bench_matmul(module, n: int) -> Row:
     secs, instr = timed_launch(kernel, (n // 16, n // 16, 1), (16, 16, 1),
                                ((dA, dB, dC, n), (None, None, None, ctypes.c_int)))
     np.testing.assert_allclose(download(dC, A), A @ B, rtol=1e-3, atol=1e-3)
-    return Row(f"16x16 tiled matmul, {n}x{n}", n * n, instr, secs, best_time(lambda: A @ B))
+    row = Row(f"16x16 tiled matmul, {n}x{n}", n * n, instr, secs, best_time(lambda: A @ B))
+    return with_jit(row, lambda: timed_launch(
+        kernel, (n // 16, n // 16, 1), (16, 16, 1),
+        ((dA, dB, dC, n), (None, None, None, ctypes.c_int)), runs=1)[0],
+        lambda: np.testing.assert_allclose(download(dC, A), A @ B, rtol=1e-3, atol=1e-3))
 
 
 def bench_reduction(module, n: int) -> Row:
@@ -175,8 +218,13 @@ def bench_reduction(module, n: int) -> Row:
                                before=lambda: check(cuda.cuMemsetD32(dt, 0, 1)))
     total = download(dt, np.zeros(1, np.float32))[0]
     np.testing.assert_allclose(total, x.sum(dtype=np.float64), rtol=1e-4)
-    return Row(f"shuffle block sum, {n:,} floats", grid * block, instr, secs,
-               best_time(lambda: x.sum()))
+    row = Row(f"shuffle block sum, {n:,} floats", grid * block, instr, secs,
+              best_time(lambda: x.sum()))
+    return with_jit(row, lambda: timed_launch(
+        kernel, (grid, 1, 1), (block, 1, 1), ((dx, dt, n), (None, None, ctypes.c_int)),
+        before=lambda: check(cuda.cuMemsetD32(dt, 0, 1)), runs=1)[0],
+        lambda: np.testing.assert_allclose(download(dt, np.zeros(1, np.float32))[0],
+                                           x.sum(dtype=np.float64), rtol=1e-4))
 
 
 def bench_histogram(module, n: int) -> Row:
@@ -189,15 +237,23 @@ def bench_histogram(module, n: int) -> Row:
                                before=lambda: check(cuda.cuMemsetD32(dbins, 0, 256)))
     bins = download(dbins, np.zeros(256, np.uint32))
     assert np.array_equal(bins, np.bincount(x, minlength=256))
-    return Row(f"shared-mem histogram, {n:,} bytes", grid * block, instr, secs,
-               best_time(lambda: np.bincount(x, minlength=256)))
+    row = Row(f"shared-mem histogram, {n:,} bytes", grid * block, instr, secs,
+              best_time(lambda: np.bincount(x, minlength=256)))
+    return with_jit(row, lambda: timed_launch(
+        kernel, (grid, 1, 1), (block, 1, 1), ((dx, dbins, n), (None, None, ctypes.c_int)),
+        before=lambda: check(cuda.cuMemsetD32(dbins, 0, 256)), runs=1)[0],
+        lambda: np.testing.assert_array_equal(download(dbins, np.zeros(256, np.uint32)),
+                                              np.bincount(x, minlength=256)))
 
 
 def print_rows(rows: list[Row]) -> None:
     headers = ["workload", "threads", "thread-instr", "device time", "thread-instr/s",
-               "numpy time", "device/numpy"]
+               "numpy time", "device/numpy", "JIT warm (cold)", "JIT/numpy"]
     body = [[r.name, f"{r.threads:,}", f"{r.instructions:,}", f"{r.device_s:.3f} s",
-             f"{r.rate / 1e6:,.1f} M", f"{r.numpy_s * 1e3:.3f} ms", f"{r.ratio:,.0f}x"]
+             f"{r.rate / 1e6:,.1f} M", f"{r.numpy_s * 1e3:.3f} ms", f"{r.ratio:,.0f}x",
+             f"{r.jit_s * 1e3:.1f} ms ({r.jit_cold_s * 1e3:.0f} ms)" if r.jit_s
+             else "fallback",
+             f"{r.jit_s / r.numpy_s:,.1f}x" if r.jit_s else "-"]
             for r in rows]
     try:
         from rich.console import Console
@@ -217,6 +273,9 @@ def print_rows(rows: list[Row]) -> None:
     if not console.is_terminal:
         console = Console(width=140)
     console.print(table)
+    for r in rows:
+        if r.jit_note:
+            print(f"JIT fallback, {r.name}: {r.jit_note}")
 
 
 def main(argv: list[str] | None = None) -> int:

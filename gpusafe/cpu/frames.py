@@ -136,6 +136,7 @@ class Launch:
         self.started = clock()
         self.deadline = None if timeout is None else self.started + timeout
         self.workspace = workspace
+        self.engine_note = ""  # which engine ran it, and why not the JIT (GPUSAFE_CPU_ENGINE)
 
     def clock_bias(self) -> int:
         return self.count

@@ -598,3 +598,12 @@ class DeviceMemory:
             address += n
             size -= n
         return bytes(out)
+
+
+def plain_segments(memory: DeviceMemory) -> list[tuple[int, int, np.ndarray | None]]:
+    """``(start, end, bytes)`` of every segment of ``memory`` in address order,
+    for compiled code (:mod:`gpusafe.cpu.jit`): bytes are None where an access
+    needs more than a lookup (reserved addresses, bytes not materialised), so
+    that it goes through :meth:`DeviceMemory.segments`."""
+    return [(seg.start, seg.end, None if seg.hole else seg.buffer)
+            for seg in memory._segments]

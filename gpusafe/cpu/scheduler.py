@@ -95,6 +95,7 @@ address see the values a sequential execution gives.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -324,10 +325,23 @@ def release_barriers(fr: Frame, force: bool) -> bool:
 
 
 def run_launch(launch: Launch) -> None:
-    """Run every block of a launch, a chunk of blocks at a time; a
+    """Run every block of a launch, a chunk of blocks at a time (or all in
+    compiled code with ``GPUSAFE_CPU_ENGINE=jit``, when the JIT covers the
+    kernel: :mod:`gpusafe.cpu.jit`); a
     cooperative launch (one with a grid workspace) in a single chunk, so that
     every block is resident while another waits at a grid-wide barrier (the
     driver refused a grid larger than the device holds at once)."""
+    if os.environ.get("GPUSAFE_CPU_ENGINE") == "jit":
+        from .jit.engine import run as run_compiled
+        from .jit.lower import Unsupported
+
+        try:
+            run_compiled(launch)
+            launch.engine_note = "jit"
+            return
+        except Unsupported as e:
+            # nothing ran yet: the interpreter runs the launch, and says why
+            launch.engine_note = f"interpreter: {e}"
     code = launch.code
     tpb = launch.tpb
     gx, gy, gz = launch.grid

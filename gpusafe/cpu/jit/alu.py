@@ -1,0 +1,335 @@
+"""ALU instructions of the JIT's lowering: integer and float arithmetic,
+logic, shifts, comparisons, selects and conversions, with the interpreter's
+results (IEEE round-to-nearest, fma as one rounding, the GPU's canonical f32
+NaN, PTX's clamped shift amounts, saturating float-to-int conversions)."""
+
+from __future__ import annotations
+
+from gpusafe_instrument import nodes
+
+from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
+
+
+class AluLowering(Values):
+    """``op_<opcode>`` for each ALU instruction the slice covers."""
+
+    def op_mov(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods or len(instr.operands) != 2:
+            raise self.fail("form")
+        d, s = instr.operands
+        self.write(d, t, self.read(s, t))
+
+    def op_cvta(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods not in (["to", "global"], ["global"]) or t not in ("u64", "b64", "s64"):
+            raise self.fail("only cvta(.to).global.u64")
+        d, s = instr.operands
+        self.write(d, t, self.read(s, t))
+
+    def _arith_int(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
+        if mods:
+            raise self.fail(f"modifiers {mods}")
+        d, a, b = instr.operands
+        va, vb = self.read(a, t), self.read(b, t)
+        out = self.new()
+        self.emit(f"{out} = {op} {llvm_type(t)} {va}, {vb}")
+        self.write(d, t, out)
+
+    def _arith_float(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
+        if mods not in ([], ["rn"]):
+            raise self.fail(f"float modifiers {mods}")
+        d, a, b = instr.operands
+        va, vb = self.read(a, t), self.read(b, t)
+        out = self.new()
+        self.emit(f"{out} = {op} {llvm_type(t)} {va}, {vb}")
+        self.write(d, t, self.canon(out, t))
+
+    def op_add(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if t in ("f32", "f64"):
+            self._arith_float(instr, "fadd", mods, t)
+        else:
+            self._arith_int(instr, "add", mods, t)
+
+    def op_sub(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if t in ("f32", "f64"):
+            self._arith_float(instr, "fsub", mods, t)
+        else:
+            self._arith_int(instr, "sub", mods, t)
+
+    def _wide(self, instr: nodes.Instruction, t: str, mode: str, a: str, b: str) -> tuple[str, str]:
+        """The product of ``a`` and ``b`` for mul/mad ``.mode`` and its PTX type."""
+        w = BITS[t]
+        signed = t.startswith("s")
+        if mode == "lo":
+            out = self.new()
+            self.emit(f"{out} = mul i{w} {a}, {b}")
+            return out, t
+        ea = self.adapt(a, w, 2 * w, signed)
+        eb = self.adapt(b, w, 2 * w, signed)
+        prod = self.new()
+        self.emit(f"{prod} = mul i{2 * w} {ea}, {eb}")
+        wide_t = f"{t[0]}{2 * w}"
+        if mode == "wide":
+            if wide_t not in BITS:
+                raise self.fail("wide of a 64-bit type")
+            return prod, wide_t
+        hi = self.new()
+        self.emit(f"{hi} = lshr i{2 * w} {prod}, {w}")
+        return self.adapt(hi, 2 * w, w, False), t
+
+    def op_mul(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if t in ("f32", "f64"):
+            self._arith_float(instr, "fmul", mods, t)
+            return
+        if len(mods) != 1 or mods[0] not in ("lo", "hi", "wide"):
+            raise self.fail(f"modifiers {mods}")
+        d, a, b = instr.operands
+        prod, pt = self._wide(instr, t, mods[0], self.read(a, t), self.read(b, t))
+        self.write(d, pt, prod)
+
+    def _fma(self, instr: nodes.Instruction, t: str) -> None:
+        d, a, b, c = instr.operands
+        va, vb, vc = (self.read(x, t) for x in (a, b, c))
+        out = self.new()
+        self.emit(f"{out} = call {llvm_type(t)} @llvm.fma.{t}({llvm_type(t)} {va}, {llvm_type(t)} {vb}, "
+                  f"{llvm_type(t)} {vc})")
+        self.write(d, t, self.canon(out, t))
+
+    def op_fma(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods != ["rn"] or t not in ("f32", "f64"):
+            raise self.fail(f"modifiers {mods}")
+        self._fma(instr, t)
+
+    def op_mad(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if t in ("f32", "f64"):
+            if mods not in ([], ["rn"]):
+                raise self.fail(f"modifiers {mods}")
+            self._fma(instr, t)
+            return
+        if len(mods) != 1 or mods[0] not in ("lo", "hi", "wide"):
+            raise self.fail(f"modifiers {mods}")
+        d, a, b, c = instr.operands
+        prod, pt = self._wide(instr, t, mods[0], self.read(a, t), self.read(b, t))
+        vc = self.read(c, pt)
+        out = self.new()
+        self.emit(f"{out} = add {llvm_type(pt)} {prod}, {vc}")
+        self.write(d, pt, out)
+
+    def _logic(self, instr: nodes.Instruction, op: str) -> None:
+        mods, t = split_type(instr)
+        if mods or t.startswith("f"):
+            raise self.fail("form")
+        self._arith_int(instr, op, [], t)
+
+    def op_and(self, instr: nodes.Instruction) -> None:
+        self._logic(instr, "and")
+
+    def op_or(self, instr: nodes.Instruction) -> None:
+        self._logic(instr, "or")
+
+    def op_xor(self, instr: nodes.Instruction) -> None:
+        self._logic(instr, "xor")
+
+    def op_not(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods or t.startswith("f"):
+            raise self.fail("form")
+        d, a = instr.operands
+        out = self.new()
+        self.emit(f"{out} = xor {llvm_type(t)} {self.read(a, t)}, -1" if t != "pred"
+                  else f"{out} = xor i1 {self.read(a, t)}, true")
+        self.write(d, t, out)
+
+    def _shift(self, instr: nodes.Instruction, op: str) -> None:
+        mods, t = split_type(instr)
+        if mods or t.startswith("f") or t == "pred":
+            raise self.fail("form")
+        d, a, b = instr.operands
+        w = BITS[t]
+        va = self.read(a, t)
+        amount = self.adapt(self.read(b, "u32"), 32, w, False) if w != 32 else self.read(b, "u32")
+        if w < 32:
+            raise self.fail("shift of a sub-32-bit type")
+        big = self.new()
+        self.emit(f"{big} = icmp uge i{w} {amount}, {w}")
+        out = self.new()
+        if op == "ashr":
+            clamped = self.new()
+            self.emit(f"{clamped} = select i1 {big}, i{w} {w - 1}, i{w} {amount}")
+            self.emit(f"{out} = ashr i{w} {va}, {clamped}")
+        else:
+            raw = self.new()
+            self.emit(f"{raw} = {op} i{w} {va}, {amount}")
+            self.emit(f"{out} = select i1 {big}, i{w} 0, i{w} {raw}")
+        self.write(d, t, out)
+
+    def op_shl(self, instr: nodes.Instruction) -> None:
+        self._shift(instr, "shl")
+
+    def op_shr(self, instr: nodes.Instruction) -> None:
+        _, t = split_type(instr)
+        self._shift(instr, "ashr" if t.startswith("s") else "lshr")
+
+    def op_neg(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods or not t.startswith("s"):
+            raise self.fail("only integer neg")
+        d, a = instr.operands
+        out = self.new()
+        self.emit(f"{out} = sub {llvm_type(t)} 0, {self.read(a, t)}")
+        self.write(d, t, out)
+
+    def _minmax(self, instr: nodes.Instruction, pick: str) -> None:
+        mods, t = split_type(instr)
+        if mods or t[0] not in "su" or t == "pred":
+            raise self.fail("only integer min/max")
+        d, a, b = instr.operands
+        va, vb = self.read(a, t), self.read(b, t)
+        c = self.new()
+        self.emit(f"{c} = icmp {t[0]}{pick} {llvm_type(t)} {va}, {vb}")
+        out = self.new()
+        self.emit(f"{out} = select i1 {c}, {llvm_type(t)} {va}, {llvm_type(t)} {vb}")
+        self.write(d, t, out)
+
+    def op_min(self, instr: nodes.Instruction) -> None:
+        self._minmax(instr, "lt")
+
+    def op_max(self, instr: nodes.Instruction) -> None:
+        self._minmax(instr, "gt")
+
+    def op_setp(self, instr: nodes.Instruction) -> None:
+        """``setp.cmp[.bop].t p[|q], a, b[, {!}c]``: p = t bop c, q = !t bop c
+        (without bop: p = t, q = !t)."""
+        mods, t = split_type(instr)
+        bop = mods[1] if len(mods) == 2 else None
+        if len(mods) not in (1, 2) or bop not in (None, "and", "or", "xor") \
+                or len(instr.operands) != (4 if bop else 3):
+            raise self.fail(f"form {mods}")
+        cmp = mods[0]
+        d, a, b = instr.operands[:3]
+        va, vb = self.read(a, t), self.read(b, t)
+        out = self.new()
+        if t in ("f32", "f64"):
+            if cmp not in FCMP:
+                raise self.fail(f"compare {cmp}")
+            self.emit(f"{out} = fcmp {FCMP[cmp]} {llvm_type(t)} {va}, {vb}")
+        elif cmp in ICMP:
+            self.emit(f"{out} = icmp {ICMP[cmp]} {llvm_type(t)} {va}, {vb}")
+        elif cmp in ICMP_ORDER and t[0] in "su":
+            self.emit(f"{out} = icmp {t[0]}{ICMP_ORDER[cmp]} {llvm_type(t)} {va}, {vb}")
+        else:
+            raise self.fail(f"compare {cmp}.{t}")
+        inverse = self.new()
+        self.emit(f"{inverse} = xor i1 {out}, true")
+        results = [out, inverse]
+        if bop:
+            c = self.read(instr.operands[3], "pred")
+            for k, v in enumerate(results):
+                combined = self.new()
+                self.emit(f"{combined} = {bop} i1 {v}, {c}")
+                results[k] = combined
+        if isinstance(d, nodes.PredicatePair):
+            self.write(d.first, "pred", results[0])
+            self.write(d.second, "pred", results[1])
+        else:
+            self.write(d, "pred", results[0])
+
+    def op_selp(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods:
+            raise self.fail("form")
+        d, a, b, c = instr.operands
+        va, vb, vc = self.read(a, t), self.read(b, t), self.read(c, "pred")
+        out = self.new()
+        self.emit(f"{out} = select i1 {vc}, {llvm_type(t)} {va}, {llvm_type(t)} {vb}")
+        self.write(d, t, out)
+
+    def op_cvt(self, instr: nodes.Instruction) -> None:
+        mods = list(instr.modifiers)
+        types = [m for m in mods if m in BITS]
+        rest = [m for m in mods if m not in BITS]
+        if len(types) != 2:
+            raise self.fail("form")
+        dt, st = types
+        d, s = instr.operands
+        v = self.read(s, st)
+        df, sf = dt in ("f32", "f64"), st in ("f32", "f64")
+        out = self.new()
+        if not df and not sf:
+            if rest:
+                raise self.fail(f"modifiers {rest}")
+            w_s, w_d = BITS[st], BITS[dt]
+            self.write(d, dt, self.adapt(v, w_s, w_d, st.startswith("s")))
+            return
+        if df and not sf:
+            if rest != ["rn"]:
+                raise self.fail(f"modifiers {rest}")
+            op = "sitofp" if st.startswith("s") else "uitofp"
+            self.emit(f"{out} = {op} {llvm_type(st)} {v} to {llvm_type(dt)}")
+        elif sf and not df:
+            if rest != ["rzi"]:
+                raise self.fail(f"modifiers {rest}")
+            sign = "si" if dt.startswith("s") else "ui"
+            self.emit(f"{out} = call {llvm_type(dt)} @llvm.fpto{sign}.sat.{llvm_type(dt)}.{llvm_type(st)}"
+                      f"({llvm_type(st)} {v})")
+            self.intrinsics.add(f"declare {llvm_type(dt)} @llvm.fpto{sign}.sat.{llvm_type(dt)}.{llvm_type(st)}"
+                                f"({llvm_type(st)})")
+        elif dt == "f64" and st == "f32" and not rest:
+            self.emit(f"{out} = fpext float {v} to double")
+        elif dt == "f32" and st == "f64" and rest == ["rn"]:
+            self.emit(f"{out} = fptrunc double {v} to float")
+            out = self.canon(out, "f32")
+        else:
+            raise self.fail(f"conversion {rest}")
+        self.write(d, dt, out)
+
+    def _divide(self, instr: nodes.Instruction, rem: bool) -> None:
+        """Integer div/rem as the interpreter has them: on magnitudes, truncating
+        (so INT_MIN / -1 is INT_MIN, with no LLVM poison), all ones for a zero
+        divisor."""
+        mods, t = split_type(instr)
+        if mods or t[0] not in "su":
+            raise self.fail("only integer div/rem")
+        d, a, b = instr.operands
+        ty = llvm_type(t)
+        va, vb = self.read(a, t), self.read(b, t)
+        zero = self.new()
+        self.emit(f"{zero} = icmp eq {ty} {vb}, 0")
+        na = nb = None
+        if t[0] == "s":
+            mags = []
+            for v in (va, vb):
+                neg, flipped, mag = self.new(), self.new(), self.new()
+                self.emit(f"{neg} = icmp slt {ty} {v}, 0")
+                self.emit(f"{flipped} = sub {ty} 0, {v}")
+                self.emit(f"{mag} = select i1 {neg}, {ty} {flipped}, {ty} {v}")
+                mags.append((neg, mag))
+            (na, va), (nb, vb) = mags
+        safe = self.new()
+        self.emit(f"{safe} = select i1 {zero}, {ty} 1, {ty} {vb}")
+        r = self.new()
+        self.emit(f"{r} = {'urem' if rem else 'udiv'} {ty} {va}, {safe}")
+        if na is not None:
+            neg = na
+            if not rem:
+                neg = self.new()
+                self.emit(f"{neg} = xor i1 {na}, {nb}")
+            flipped, signed = self.new(), self.new()
+            self.emit(f"{flipped} = sub {ty} 0, {r}")
+            self.emit(f"{signed} = select i1 {neg}, {ty} {flipped}, {ty} {r}")
+            r = signed
+        out = self.new()
+        self.emit(f"{out} = select i1 {zero}, {ty} -1, {ty} {r}")
+        self.write(d, t, out)
+
+    def op_div(self, instr: nodes.Instruction) -> None:
+        self._divide(instr, rem=False)
+
+    def op_rem(self, instr: nodes.Instruction) -> None:
+        self._divide(instr, rem=True)

@@ -1,0 +1,382 @@
+"""Compile a lowered kernel with llvmlite's MCJIT and run a whole launch in one call.
+
+The compiled ``@kernel`` loops over every block and thread of the grid in
+order (block z, y, x, then thread z, y, x) and calls ``@thread`` for each:
+threads run one after another, to completion, which is a valid schedule for
+a kernel with no barrier, no warp-synchronous operation and no atomics other
+than ``atom.add`` (the lowering refuses the rest).
+
+Global and generic accesses call ``@resolve``: a binary search of the arena's
+segment table (start, end, bytes) built at the launch.  Anything the table
+does not answer (a misaligned address, an address outside every segment with
+bytes, a generic address in a shared/local/param window) calls back into
+Python, which gives the bytes or records the error the interpreter would
+raise (same class, same message) and makes the compiled code stop.
+
+Compiled kernels are cached by the SHA-256 of the kernel's PTX text and of
+this package's source, so an edit of the compiler never reuses old code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from gpusafe_instrument import nodes
+from gpusafe_instrument.kinds import AccessKind
+
+from ..errors import DeviceError, IllegalAddress, MisalignedAddress, UnsupportedInstruction
+from ..frames import Launch
+from ..memory import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, plain_segments
+from .lower import lower_kernel
+from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported
+
+_RESOLVE = """
+define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
+                             i32 %line) alwaysinline {
+entry:
+  %hp = getelementptr i64, ptr %ctx, i64 5
+  %hints = load ptr, ptr %hp
+  %hslot = getelementptr i64, ptr %hints, i64 %site
+  %h = load i64, ptr %hslot
+  %nohint = icmp eq i64 %h, 0
+  br i1 %nohint, label %miss, label %try
+try:
+  %i = sub i64 %h, 1
+  %sp = getelementptr i64, ptr %ctx, i64 1
+  %starts = load ptr, ptr %sp
+  %sip = getelementptr i64, ptr %starts, i64 %i
+  %s = load i64, ptr %sip
+  %ep = getelementptr i64, ptr %ctx, i64 2
+  %ends = load ptr, ptr %ep
+  %eip = getelementptr i64, ptr %ends, i64 %i
+  %e = load i64, ptr %eip
+  %pp = getelementptr i64, ptr %ctx, i64 3
+  %ptrs = load ptr, ptr %pp
+  %pip = getelementptr ptr, ptr %ptrs, i64 %i
+  %p = load ptr, ptr %pip
+  %m = sub i64 %width, 1
+  %mis = and i64 %addr, %m
+  %last = add i64 %addr, %width
+  %c1 = icmp ne i64 %mis, 0
+  %c2 = icmp ult i64 %addr, %s
+  %c3 = icmp ugt i64 %last, %e
+  %c4 = icmp ult i64 %last, %addr
+  %o1 = or i1 %c1, %c2
+  %o2 = or i1 %c3, %c4
+  %o3 = or i1 %o1, %o2
+  br i1 %o3, label %miss, label %ok
+ok:
+  %off = sub i64 %addr, %s
+  %r = getelementptr i8, ptr %p, i64 %off
+  ret ptr %r
+miss:
+  %res = call ptr @resolve_miss(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
+                                i32 %line)
+  ret ptr %res
+}
+
+define internal ptr @resolve_miss(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
+                                  i32 %line) noinline {
+entry:
+  %m = sub i64 %width, 1
+  %mis = and i64 %addr, %m
+  %aligned = icmp eq i64 %mis, 0
+  %sp = getelementptr i64, ptr %ctx, i64 1
+  %starts = load ptr, ptr %sp
+  %ep = getelementptr i64, ptr %ctx, i64 2
+  %ends = load ptr, ptr %ep
+  %pp = getelementptr i64, ptr %ctx, i64 3
+  %ptrs = load ptr, ptr %pp
+  %hp = getelementptr i64, ptr %ctx, i64 5
+  %hints = load ptr, ptr %hp
+  %hslot = getelementptr i64, ptr %hints, i64 %site
+  %h = load i64, ptr %hslot
+  %nohint = icmp eq i64 %h, 0
+  br i1 %aligned, label %hinted, label %slow
+hinted:
+  %hi0 = sub i64 %h, 1
+  br i1 %nohint, label %search, label %check
+search:
+  %n = load i64, ptr %ctx
+  br label %loop
+loop:
+  %lo = phi i64 [0, %search], [%lo2, %body]
+  %hi = phi i64 [%n, %search], [%hi2, %body]
+  %more = icmp ult i64 %lo, %hi
+  br i1 %more, label %body, label %found
+body:
+  %sum = add i64 %lo, %hi
+  %mid = lshr i64 %sum, 1
+  %smp = getelementptr i64, ptr %starts, i64 %mid
+  %sm = load i64, ptr %smp
+  %le = icmp ule i64 %sm, %addr
+  %mid1 = add i64 %mid, 1
+  %lo2 = select i1 %le, i64 %mid1, i64 %lo
+  %hi2 = select i1 %le, i64 %hi, i64 %mid
+  br label %loop
+found:
+  %none = icmp eq i64 %lo, 0
+  %fi = sub i64 %lo, 1
+  br i1 %none, label %slow, label %check
+check:
+  %i = phi i64 [%hi0, %hinted], [%fi, %found]
+  %fromhint = phi i1 [true, %hinted], [false, %found]
+  %sip = getelementptr i64, ptr %starts, i64 %i
+  %s = load i64, ptr %sip
+  %eip = getelementptr i64, ptr %ends, i64 %i
+  %e = load i64, ptr %eip
+  %last = add i64 %addr, %width
+  %below = icmp ult i64 %addr, %s
+  %over = icmp ugt i64 %last, %e
+  %wrap = icmp ult i64 %last, %addr
+  %out1 = or i1 %over, %wrap
+  %out = or i1 %out1, %below
+  %pip = getelementptr ptr, ptr %ptrs, i64 %i
+  %p = load ptr, ptr %pip
+  %null = icmp eq ptr %p, null
+  %miss = or i1 %out, %null
+  br i1 %miss, label %missed, label %ok
+missed:
+  br i1 %fromhint, label %search, label %slow
+ok:
+  %i1 = add i64 %i, 1
+  store i64 %i1, ptr %hslot
+  %off = sub i64 %addr, %s
+  %r = getelementptr i8, ptr %p, i64 %off
+  ret ptr %r
+slow:
+  %fpp = getelementptr i64, ptr %ctx, i64 4
+  %fp = load ptr, ptr %fpp
+  %res = call ptr %fp(i64 %addr, i64 %width, i32 %kind, i32 %line)
+  ret ptr %res
+}
+"""
+
+_SLOW = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
+                         ctypes.c_int32)
+_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           *([ctypes.c_int32] * 6))
+_ACCESS = {ACCESS_READ: AccessKind.READ, 1: AccessKind.WRITE, ACCESS_ATOMIC: AccessKind.ATOMIC}
+
+
+def _grid_loop() -> str:
+    """``@kernel``: every block and thread of the grid, in order, one ``@thread`` each."""
+    names = ["cz", "cy", "cx", "tz", "ty", "tx"]
+    bounds = ["%gz", "%gy", "%gx", "%bz", "%by", "%bx"]
+    out = ["define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count, "
+           "i32 %gx, i32 %gy, i32 %gz, "
+           "i32 %bx, i32 %by, i32 %bz) {", "entry:"]
+    out += [f"  %a_{v} = alloca i32" for v in names]
+    out.append("  br label %init_cz")
+    for k, v in enumerate(names):
+        outer_inc = f"%inc_{names[k - 1]}" if k else "%exit"
+        inner = f"%init_{names[k + 1]}" if k + 1 < len(names) else "%body"
+        out += [f"init_{v}:", f"  store i32 0, ptr %a_{v}", f"  br label %cond_{v}",
+                f"cond_{v}:", f"  %{v} = load i32, ptr %a_{v}",
+                f"  %c_{v} = icmp ult i32 %{v}, {bounds[k]}",
+                f"  br i1 %c_{v}, label {inner}, label {outer_inc}",
+                f"inc_{v}:", f"  %o_{v} = load i32, ptr %a_{v}", f"  %n_{v} = add i32 %o_{v}, 1",
+                f"  store i32 %n_{v}, ptr %a_{v}", f"  br label %cond_{v}"]
+    out += ["body:"] + [f"  %b_{v} = load i32, ptr %a_{v}" for v in names]
+    args = ", ".join(f"i32 {x}" for x in (
+        "%b_tx", "%b_ty", "%b_tz", "%bx", "%by", "%bz", "%b_cx", "%b_cy", "%b_cz",
+        "%gx", "%gy", "%gz"))
+    out += [f"  %st = call i32 @thread(ptr %params, ptr %ctx, ptr %count, {args})",
+            "  %bad = icmp ne i32 %st, 0", "  br i1 %bad, label %stop, label %inc_tx",
+            "stop:", "  ret i32 %st", "exit:", "  ret i32 0", "}"]
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class Compiled:
+    """A kernel in machine code; ``engine`` keeps the code alive."""
+
+    engine: Any
+    run: Any
+    compile_seconds: float
+    sites: int  # global/generic access sites: one segment hint each
+
+
+@dataclass
+class Stats:
+    """What the JIT did in this process: compiled kernels, cache hits, fallbacks."""
+
+    compiled: int = 0
+    hits: int = 0
+    compile_seconds: float = 0.0
+    fallbacks: list[tuple[str, str]] = field(default_factory=list)
+
+
+STATS = Stats()
+_CACHE: dict[str, Compiled | Unsupported] = {}
+_TARGET: list[Any] = []
+
+
+def _source_hash() -> str:
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+_COMPILER_HASH = _source_hash()
+
+
+def _target_machine() -> Any:
+    if not _TARGET:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _TARGET.append(llvm.Target.from_default_triple().create_target_machine(opt=3))
+    return _TARGET[0]
+
+
+def _function_text(function: nodes.Function) -> str:
+    parts = [function.name] + [f"{p.space} {p.type} {p.size} {p.alignment}"
+                               for p in function.params]
+
+    def walk(statements: list) -> None:
+        for s in statements:
+            if isinstance(s, nodes.Block):
+                parts.append("{")
+                walk(s.statements)
+                parts.append("}")
+            elif hasattr(s, "canonical"):
+                parts.append(f"{getattr(s, 'line', 0)} {s.canonical()}")
+    walk(function.body or [])
+    return "\n".join(parts)
+
+
+def compile_function(function: nodes.Function) -> Compiled:
+    """Machine code for a kernel, from the cache when its PTX was compiled
+    before; raises :class:`Unsupported` (also cached) outside the slice."""
+    key = hashlib.sha256((_COMPILER_HASH + _function_text(function)).encode()).hexdigest()
+    hit = _CACHE.get(key)
+    if hit is not None:
+        STATS.hits += 1
+        if isinstance(hit, Unsupported):
+            raise hit
+        return hit
+    try:
+        ir, sites = lower_kernel(function)
+    except Unsupported as e:
+        _CACHE[key] = e
+        raise
+    start = time.perf_counter()
+    tm = _target_machine()
+    module = llvm.parse_assembly(ir + _RESOLVE + _grid_loop())
+    module.verify()
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(module, pb)
+    engine = llvm.create_mcjit_compiler(module, tm)
+    engine.finalize_object()
+    run = _KERNEL(engine.get_function_address("kernel"))
+    seconds = time.perf_counter() - start
+    STATS.compiled += 1
+    STATS.compile_seconds += seconds
+    compiled = Compiled(engine, run, seconds, sites)
+    _CACHE[key] = compiled
+    return compiled
+
+
+class _Access:
+    """The Python side of ``@resolve``: everything the segment table does not answer."""
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.error: BaseException | None = None
+
+    def slow(self, addr: int, width: int, kind: int, line: int) -> int:
+        try:
+            return self._locate(addr, width, kind, line)
+        except BaseException as e:  # noqa: BLE001 - re-raised after the compiled call returns
+            self.error = e
+            return 0
+
+    def _locate(self, addr: int, width: int, kind: int, line: int) -> int:
+        space, access_code = divmod(kind, 4)
+        access = _ACCESS[access_code]
+        where = f"kernel {self.launch.kernel}: PTX line {line}"
+        if space == GENERIC and SHARED_WINDOW <= addr < PARAM_WINDOW + WINDOW_SIZE:
+            raise UnsupportedInstruction(self.launch.kernel, line, "generic access",
+                                         "a shared/local/param window address in the JIT engine "
+                                         "(set GPUSAFE_CPU_ENGINE=interpreter)")
+        if addr % width:
+            raise MisalignedAddress(
+                f"{where}: {access} of {width} bytes at misaligned global address {addr:#x}")
+        try:
+            segs = self.launch.memory.segments(np.array([addr], np.uint64), width)
+        except IllegalAddress as e:
+            bad = e.args[0] if e.args and isinstance(e.args[0], int) else 0
+            why = e.args[1] if len(e.args) > 1 else "not device memory"
+            err = IllegalAddress(f"{where}: {access} of {width} bytes at {bad:#x}: {why}")
+            err.ptx_line = line
+            raise err from None
+        buf, offsets, _ = segs[0]
+        return int(buf.ctypes.data) + int(offsets[0])
+
+
+def why_not(launch: Launch) -> str | None:
+    """Why this launch cannot run in the JIT whatever its kernel, or None."""
+    if launch.watchers:
+        return "observers watch memory accesses (the oracle needs the interpreter)"
+    if launch.deadline is not None:
+        return "a kernel timeout (the JIT has no watchdog yet)"
+    if launch.workspace:
+        return "a cooperative launch"
+    if launch.memory.barred is not None:
+        return "device memory fenced between devices"
+    if launch.code.errors:
+        return "the kernel has instructions the CPU device refuses"
+    return None
+
+
+def run(launch: Launch) -> None:
+    """Run every thread of ``launch`` in compiled code; raises :class:`Unsupported`
+    before touching memory when it cannot, and the device error the interpreter
+    would raise when a thread faults."""
+    try:
+        reason = why_not(launch)
+        if reason is not None:
+            raise Unsupported(reason)
+        compiled = compile_function(launch.code.function)
+    except Unsupported as e:
+        STATS.fallbacks.append((launch.kernel, str(e)))
+        raise
+    table = plain_segments(launch.memory)
+    n = len(table)
+    starts = np.array([s for s, _, _ in table] or [0], np.uint64)
+    ends = np.array([e for _, e, _ in table] or [0], np.uint64)
+    ptrs = np.array([b.ctypes.data if b is not None else 0 for _, _, b in table] or [0],
+                    np.uint64)
+    access = _Access(launch)
+    slow = _SLOW(access.slow)
+    ctx = np.zeros(8, np.uint64)
+    ctx[0] = n
+    ctx[1] = starts.ctypes.data
+    ctx[2] = ends.ctypes.data
+    ctx[3] = ptrs.ctypes.data
+    ctx[4] = ctypes.cast(slow, ctypes.c_void_p).value or 0
+    hints = np.zeros(max(compiled.sites, 1), np.uint64)  # per site: last segment index + 1
+    ctx[5] = hints.ctypes.data
+    count = np.zeros(1, np.uint64)
+    params = launch.kparams
+    gx, gy, gz = launch.grid
+    bx, by, bz = launch.block
+    keep = (table, starts, ends, ptrs, slow, params, hints)
+    status = compiled.run(params.ctypes.data, ctx.ctypes.data, count.ctypes.data,
+                          gx, gy, gz, bx, by, bz)
+    del keep
+    launch.count += int(count[0])
+    if status != 0:
+        err = access.error
+        if isinstance(err, DeviceError):
+            raise err
+        raise DeviceError(f"kernel {launch.kernel}: the JIT stopped: {err!r}") from err

@@ -1,0 +1,206 @@
+"""Operands of the JIT's lowering: registers, immediates, special registers.
+
+Registers are ``alloca`` slots holding their bits as integers (predicates as
+``i1``); LLVM's optimizer promotes them.  A register read as a narrower or
+wider type is truncated or extended as PTX says (sign-extended for ``.s``
+types); f32/f64 values are bitcasts of those bits.
+"""
+
+from __future__ import annotations
+
+from gpusafe_instrument import nodes
+from gpusafe_instrument.query import param_layout
+
+BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
+         "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+QUALIFIERS = {"weak", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"}
+"""Modifiers that change nothing for one thread running alone.  ``.volatile``,
+``.relaxed``/``.acquire`` and scopes are refused: they are how threads wait
+on each other, and a thread that runs to completion before the next starts
+would wait forever."""
+SPECIAL = {"%tid": 0, "%ntid": 3, "%ctaid": 6, "%nctaid": 9}
+AXES = {"x": 0, "y": 1, "z": 2}
+ICMP = {"eq": "eq", "ne": "ne", "lo": "ult", "ls": "ule", "hi": "ugt", "hs": "uge"}
+ICMP_ORDER = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge",
+         "equ": "ueq", "neu": "une", "ltu": "ult", "leu": "ule", "gtu": "ugt", "geu": "uge",
+         "num": "ord", "nan": "uno"}
+CANONICAL_NAN_F32 = 0x7FFFFFFF
+
+ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
+GENERIC, GLOBAL = 0, 1
+
+
+class Unsupported(Exception):
+    """A kernel the JIT does not compile: why, and the PTX line of the cause."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason, line)
+        self.reason = reason
+        self.line = line
+
+    def __str__(self) -> str:
+        return f"{self.reason} (PTX line {self.line})" if self.line else self.reason
+
+
+def llvm_type(t: str) -> str:
+    if t == "f32":
+        return "float"
+    if t == "f64":
+        return "double"
+    return f"i{BITS[t]}"
+
+
+def int_type(t: str) -> str:
+    return f"i{BITS[t]}"
+
+
+def split_type(instr: nodes.Instruction) -> tuple[list[str], str]:
+    """Modifiers without the type ones, and the last type modifier."""
+    mods = list(instr.modifiers)
+    types = [m for m in mods if m in BITS]
+    if not types:
+        raise Unsupported(f"{instr.opcode}: no type this slice knows", instr.line)
+    return [m for m in mods if m not in BITS], types[-1]
+
+
+class Values:
+    """Emits IR lines for one kernel and turns PTX operands into LLVM values."""
+
+    def __init__(self, function: nodes.Function) -> None:
+        self.function = function
+        self.lines: list[str] = []
+        self.allocas: list[str] = []
+        self.tmp = 0
+        # register name -> (slot, bits); ("label", name) -> instruction index
+        self.scopes: list[dict] = [{}]
+        layout, _ = param_layout(function.params)
+        self.kparams = {slot.name: slot.offset for slot in layout}
+        self.instr: nodes.Instruction | None = None
+        self.intrinsics: set[str] = set()
+        self.sites = 0  # accesses that call @resolve, each with its own segment hint
+
+    # -- helpers --------------------------------------------------------------
+
+    def fail(self, why: str) -> Unsupported:
+        line = self.instr.line if self.instr is not None else self.function.line
+        return Unsupported(f"{self.instr.opcode if self.instr else 'kernel'}: {why}", line)
+
+    def new(self) -> str:
+        self.tmp += 1
+        return f"%t{self.tmp}"
+
+    def emit(self, text: str) -> None:
+        self.lines.append("  " + text)
+
+    def declare(self, name: str, t: str) -> None:
+        if t not in BITS:
+            raise Unsupported(f"registers of type .{t}", self.function.line)
+        slot = f"%v{len(self.allocas)}"
+        width = BITS[t]
+        self.allocas.append(f"  {slot} = alloca i{width}\n  store i{width} 0, ptr {slot}")
+        self.scopes[-1][name] = (slot, width)
+
+    def register(self, name: str) -> tuple[str, int]:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        raise self.fail(f"register {name}")
+
+    def adapt(self, value: str, have: int, want: int, signed: bool) -> str:
+        if have == want:
+            return value
+        out = self.new()
+        if have > want:
+            self.emit(f"{out} = trunc i{have} {value} to i{want}")
+        else:
+            self.emit(f"{out} = {'sext' if signed else 'zext'} i{have} {value} to i{want}")
+        return out
+
+    def to_type(self, bits_value: str, t: str) -> str:
+        if t in ("f32", "f64"):
+            out = self.new()
+            self.emit(f"{out} = bitcast {int_type(t)} {bits_value} to {llvm_type(t)}")
+            return out
+        return bits_value
+
+    def read(self, operand: nodes.Operand, t: str) -> str:
+        """``operand`` as an LLVM value of PTX type ``t``."""
+        width = BITS[t]
+        if isinstance(operand, nodes.Negated):
+            v = self.read(operand.operand, "pred")
+            out = self.new()
+            self.emit(f"{out} = xor i1 {v}, true")
+            return out
+        if isinstance(operand, nodes.Immediate):
+            return self.immediate(operand, t)
+        if not isinstance(operand, nodes.Register):
+            raise self.fail(f"operand {operand}")
+        name = operand.name
+        head, _, axis = name.partition(".")
+        if head in SPECIAL and axis in AXES:
+            if t == "pred":
+                raise self.fail("special register as predicate")
+            v = self.adapt(f"%sr{SPECIAL[head] + AXES[axis]}", 32, width, False)
+            return self.to_type(v, t)
+        slot, have = self.register(name)
+        if (have == 1) != (t == "pred"):
+            raise self.fail(f"register {name} used as .{t}")
+        v = self.new()
+        self.emit(f"{v} = load i{have}, ptr {slot}")
+        v = self.adapt(v, have, width, t.startswith("s"))
+        return self.to_type(v, t)
+
+    def immediate(self, imm: nodes.Immediate, t: str) -> str:
+        text = imm.text
+        neg = text.startswith("-")
+        body = text[1:] if neg else text
+        if t in ("f32", "f64"):
+            if body[:2] in ("0f", "0F") and t == "f32":
+                bits = int(body[2:], 16) ^ (0x8000_0000 if neg else 0)
+            elif body[:2] in ("0d", "0D") and t == "f64":
+                bits = int(body[2:], 16) ^ (1 << 63 if neg else 0)
+            else:
+                raise self.fail(f"immediate {text} for .{t}")
+            out = self.new()
+            self.emit(f"{out} = bitcast {int_type(t)} {self._signed(bits, BITS[t])} to {llvm_type(t)}")
+            return out
+        value = imm.value
+        if isinstance(value, float):
+            raise self.fail(f"float immediate {text} for .{t}")
+        width = BITS[t]
+        if t == "pred":
+            return "true" if value else "false"
+        return str(self._signed(value & ((1 << width) - 1), width))
+
+    @staticmethod
+    def _signed(value: int, width: int) -> int:
+        value &= (1 << width) - 1
+        return value - (1 << width) if value >> (width - 1) else value
+
+    def write(self, operand: nodes.Operand, t: str, value: str) -> None:
+        if isinstance(operand, nodes.Sink):
+            return
+        if not isinstance(operand, nodes.Register):
+            raise self.fail(f"destination {operand}")
+        slot, have = self.register(operand.name)
+        if (have == 1) != (t == "pred"):
+            raise self.fail(f"register {operand.name} written as .{t}")
+        if t in ("f32", "f64"):
+            bits = self.new()
+            self.emit(f"{bits} = bitcast {llvm_type(t)} {value} to {int_type(t)}")
+            value = bits
+        value = self.adapt(value, BITS[t], have, t.startswith("s"))
+        self.emit(f"store i{have} {value}, ptr {slot}")
+
+    def canon(self, value: str, t: str) -> str:
+        """The GPU's canonical NaN for f32 results, as the interpreter gives."""
+        if t != "f32":
+            return value
+        isnan = self.new()
+        self.emit(f"{isnan} = fcmp uno float {value}, 0.0")
+        nan = self.new()
+        self.emit(f"{nan} = bitcast i32 {CANONICAL_NAN_F32} to float")
+        out = self.new()
+        self.emit(f"{out} = select i1 {isnan}, float {nan}, float {value}")
+        return out

@@ -1,0 +1,305 @@
+"""The JIT engine (GPUSAFE_CPU_ENGINE=jit) against the interpreter: identical
+outputs, instruction counts and violation records for kernels it covers, a
+named fallback for one it does not."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from gpusafe.cpu import scheduler
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.program import Program
+from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_instrument import host
+from gpusafe_instrument.checks import instrument
+from gpusafe_testkit.corpus import nvrtc_compile
+
+VADD = r"""
+extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+"""
+
+SAXPY = r"""
+extern "C" __global__ void saxpy(float* y, const float* x, float a, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = a * x[i] + y[i];
+}
+"""
+
+ROWSUM = r"""
+extern "C" __global__ void rowsum(double* out, const float* m, int rows, int cols)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    double acc = 0.0;
+    unsigned int h = 0;
+    for (int c = 0; c < cols; ++c) {
+        float v = m[(long)r * cols + c];
+        acc += (double)v * 0.5;
+        h = h * 31u + ((unsigned int)(int)v >> 2);
+    }
+    out[r] = acc + (double)(h & 0xff);
+}
+"""
+
+BARRIER = r"""
+extern "C" __global__ void rev(int* out, const int* in)
+{
+    __shared__ int s[64];
+    s[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+
+
+def _spy(monkeypatch) -> list[str]:
+    """Collects each launch's ``engine_note`` (which engine ran it)."""
+    notes: list[str] = []
+    real = scheduler.run_launch
+
+    def spy(launch):
+        real(launch)
+        notes.append(launch.engine_note)
+
+    monkeypatch.setattr("gpusafe.cpu.program.run_launch", spy)
+    return notes
+
+
+def _launch(engine: str, ptx: str, kernel: str, grid, block, arrays: list, scalars: bytes,
+            monkeypatch) -> tuple[list[np.ndarray], int, str]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    mem = DeviceMemory()
+    program = Program(ptx, mem)
+    bases = []
+    for a in arrays:
+        base = mem.alloc(a.nbytes)
+        mem.write(base, a)
+        bases.append(base)
+    params = struct.pack(f"<{len(bases)}Q", *bases) + scalars
+    notes = _spy(monkeypatch)
+    result = program.launch(kernel, grid, block, 0, params)
+    outs = [np.frombuffer(mem.read(b, a.nbytes), a.dtype) for a, b in zip(arrays, bases,
+                                                                          strict=True)]
+    return outs, result.instructions, notes[0]
+
+
+def _same(source, kernel, grid, block, arrays, scalars, monkeypatch) -> list[np.ndarray]:
+    ptx = nvrtc_compile(source, "k.cu", "compute_75", ())
+    ref, n_ref, _ = _launch("interpreter", ptx, kernel, grid, block, arrays, scalars, monkeypatch)
+    got, n_got, note = _launch("jit", ptx, kernel, grid, block, arrays, scalars, monkeypatch)
+    assert note == "jit"
+    for r, g in zip(ref, got, strict=True):
+        assert r.tobytes() == g.tobytes()
+    assert n_got == n_ref
+    return got
+
+
+def test_vector_add_is_bit_identical(monkeypatch):
+    a = np.linspace(-3, 3, 1000, dtype=np.float32)
+    b = np.float32(1e-3) * np.arange(1000, dtype=np.float32)
+    out = _same(VADD, "vadd", (4, 1, 1), (256, 1, 1), [np.zeros(1000, np.float32), a, b],
+                struct.pack("<i", 1000), monkeypatch)
+    assert np.array_equal(out[0], a + b)
+
+
+def test_saxpy_grid_stride_is_bit_identical(monkeypatch):
+    rng = np.random.default_rng(1)
+    y = rng.standard_normal(5000).astype(np.float32)
+    x = rng.standard_normal(5000).astype(np.float32)
+    x[:3] = [np.inf, -np.inf, np.nan]
+    _same(SAXPY, "saxpy", (3, 1, 1), (128, 1, 1), [y, x], struct.pack("<fi", 1.7, 5000),
+          monkeypatch)
+
+
+def test_loop_carried_reduction_is_bit_identical(monkeypatch):
+    rng = np.random.default_rng(2)
+    m = (rng.standard_normal((70, 33)) * 1000).astype(np.float32)
+    _same(ROWSUM, "rowsum", (2, 1, 1), (64, 1, 1), [np.zeros(70, np.float64), m.ravel()],
+          struct.pack("<ii", 70, 33), monkeypatch)
+
+
+def test_barrier_kernel_falls_back_with_the_reason(monkeypatch):
+    ptx = nvrtc_compile(BARRIER, "k.cu", "compute_75", ())
+    src = np.arange(64, dtype=np.int32)
+    outs, _, note = _launch("jit", ptx, "rev", (1, 1, 1), (64, 1, 1),
+                            [np.zeros(64, np.int32), src], b"", monkeypatch)
+    assert note.startswith("interpreter: ")
+    assert "shared variable" in note or "bar" in note
+    assert np.array_equal(outs[0], src[::-1])
+
+
+def test_illegal_address_is_the_interpreters_error(monkeypatch):
+    from gpusafe.cpu.errors import IllegalAddress
+    ptx = nvrtc_compile(VADD, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        base = mem.alloc(64)
+        with pytest.raises(IllegalAddress) as e:
+            program.launch("vadd", (1, 1, 1), (1, 1, 1), 0,
+                           struct.pack("<QQQi", 0x10, base, base, 1))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+
+
+def _instrumented(engine: str, monkeypatch) -> tuple[list, bytes]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    text = nvrtc_compile(VADD, "k.cu", "compute_75", ())
+    result = instrument(text)
+    mem = DeviceMemory()
+    n = 64
+    out = mem.alloc(4 * (n - 1))  # one element short: thread 63 writes past the end
+    a = mem.alloc(4 * n)
+    b = mem.alloc(4 * n)
+    mem.write(a, np.arange(n, dtype=np.float32))
+    mem.write(b, np.ones(n, np.float32))
+    program = Program(result.ptx, mem)
+    allocations = [host.AllocationRecord(x.tag, x.base, x.size, x.live) for x in mem.allocations]
+    pipeline = LaunchPipeline(mem)
+    params = struct.pack("<QQQi", out, a, b, n)
+    launch = pipeline.prepare(result.sites, "vadd", params, allocations, dynamic_shared=0)
+    notes = _spy(monkeypatch)
+    program.launch("vadd", (2, 1, 1), (32, 1, 1), 0, launch.params)
+    device, dropped = pipeline.collect(launch)
+    keys = [(str(v.kind), v.site.ptx_line, v.address, v.thread, v.block) for v in device]
+    assert notes == (["jit"] if engine == "jit" else [""])
+    return keys + [("dropped", dropped)], mem.read(out, 4 * (n - 1))
+
+
+@pytest.mark.slow  # instrumenting the module and compiling it: about 2 s
+def test_instrumented_off_by_one_records_the_same_violations(monkeypatch):
+    ref, ref_out = _instrumented("interpreter", monkeypatch)
+    got, got_out = _instrumented("jit", monkeypatch)
+    assert len(ref) == 2 and ref[0][0] == "global-out-of-bounds"
+    assert got == ref
+    assert got_out == ref_out
+
+
+SEMANTICS = r"""
+extern "C" __global__ void ops(unsigned int* out, const float* f, const double* d,
+                               const unsigned int* u, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = f[i], y = f[(i + 1) % n];
+    double p = d[i], q = d[(i + 3) % n];
+    unsigned int a = u[i], s = u[(i + 5) % n] & 63u;
+    unsigned int r[14];
+    r[0] = __float_as_uint(__fmaf_rn(x, y, x));
+    r[1] = (unsigned int)__float2int_rz(x);
+    r[2] = __float2uint_rz(y);
+    r[3] = __float_as_uint((float)(p * q + p));
+    r[4] = (unsigned int)(long long)q;
+    asm("shl.b32 %0, %1, %2;" : "=r"(r[5]) : "r"(a), "r"(s));
+    asm("shr.s32 %0, %1, %2;" : "=r"(r[6]) : "r"(a), "r"(s));
+    asm("shr.u32 %0, %1, %2;" : "=r"(r[7]) : "r"(a), "r"(s));
+    r[8] = __umulhi(a, s * 977u) ^ (unsigned int)(((unsigned long long)a * (s + 1)) >> 7);
+    r[9] = x < y ? 11u : 5u;
+    r[12] = x != y ? 7u : 3u;
+    r[13] = p >= q ? ((int)a < (int)s ? 1u : 2u) : 9u;
+    r[10] = min((int)a, (int)s * -3) + max(a, s);
+    r[11] = __float_as_uint(x * y - (float)(int)a) ^ __float_as_uint((float)a);
+    for (int k = 0; k < 14; ++k) out[i * 14 + k] = r[k];
+}
+"""
+
+
+def test_arithmetic_edge_cases_are_bit_identical(monkeypatch):
+    specials = [0.0, -0.0, 1.5, -2.5, 3e38, -3e38, 1e-45, 2.0**31, -(2.0**31) - 512, 2.0**32,
+                float("inf"), float("-inf"), float("nan"), 7.0, -1e-3, 123456.789]
+    n = len(specials) * 4
+    rng = np.random.default_rng(3)
+    f = np.array(specials * 4, np.float32)
+    d = np.array(specials * 4, np.float64) * rng.choice([1.0, -1.0], n)
+    u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    u[::7] = [0, 1, 31, 32, 33, 63, 0xFFFFFFFF, 0x80000000, 40, 64][: len(u[::7])]
+    _same(SEMANTICS, "ops", (2, 1, 1), (32, 1, 1), [np.zeros(n * 14, np.uint32), f, d, u],
+          struct.pack("<i", n), monkeypatch)
+
+
+def test_misaligned_access_is_the_interpreters_error(monkeypatch):
+    from gpusafe.cpu.errors import MisalignedAddress
+    ptx = nvrtc_compile(VADD, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        base = mem.alloc(64)
+        with pytest.raises(MisalignedAddress) as e:
+            program.launch("vadd", (1, 1, 1), (2, 1, 1), 0,
+                           struct.pack("<QQQi", base, base + 2, base, 2))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+
+
+COUNT = r"""
+extern "C" __global__ void count(unsigned int* bins, unsigned int* slots, const int* x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        atomicAdd(&bins[x[i] & 7], 1u);                // red.global.add
+        slots[i] = atomicAdd(&bins[8], (unsigned)i);   // atom.global.add, old value used
+    }
+}
+"""
+
+
+def test_global_atomic_add_is_identical(monkeypatch):
+    x = np.random.default_rng(4).integers(0, 1000, 300).astype(np.int32)
+    out = _same(COUNT, "count", (3, 1, 1), (128, 1, 1),
+                [np.zeros(9, np.uint32), np.zeros(300, np.uint32), x],
+                struct.pack("<i", 300), monkeypatch)
+    assert np.array_equal(out[0][:8], np.bincount(x & 7, minlength=8))
+
+
+def test_other_atomics_fall_back_with_the_reason(monkeypatch):
+    ptx = nvrtc_compile(COUNT.replace("atomicAdd(&bins[x[i] & 7], 1u)",
+                                      "atomicMax(&bins[x[i] & 7], 1u)"), "k.cu", "compute_75", ())
+    _, _, note = _launch("jit", ptx, "count", (1, 1, 1), (32, 1, 1),
+                         [np.zeros(9, np.uint32), np.zeros(32, np.uint32),
+                          np.arange(32, dtype=np.int32)], struct.pack("<i", 32), monkeypatch)
+    assert note.startswith("interpreter: ") and "max" in note
+
+
+SETP_BOOL = r"""
+extern "C" __global__ void pick(int* out, const int* a, const int* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int r;
+    asm("{\n\t.reg .pred %%p, %%q, %%c;\n\t"
+        "setp.gt.s32 %%c, %1, 0;\n\t"
+        "setp.lt.or.s32 %%p|%%q, %1, %2, %%c;\n\t"
+        "@%%q bra.uni DONE;\n\t"
+        "selp.s32 %0, 1, 2, %%p;\n\t"
+        "bra.uni END;\n"
+        "DONE:\n\t"
+        "selp.s32 %0, 3, 4, %%p;\n"
+        "END:\n\t"
+        "}" : "=r"(r) : "r"(a[i]), "r"(b[i]));
+    out[i] = r;
+}
+"""
+
+
+def test_scoped_asm_blocks_and_setp_with_a_boolean_op(monkeypatch):
+    rng = np.random.default_rng(5)
+    a = rng.integers(-5, 5, 200).astype(np.int32)
+    b = rng.integers(-5, 5, 200).astype(np.int32)
+    out = _same(SETP_BOOL, "pick", (2, 1, 1), (128, 1, 1), [np.zeros(200, np.int32), a, b],
+                struct.pack("<i", 200), monkeypatch)
+    t = a < b
+    c = a > 0
+    p, q = t | c, ~t | c
+    assert np.array_equal(out[0], np.where(q, np.where(p, 3, 4), np.where(p, 1, 2)))
