@@ -3,6 +3,8 @@ bad access, launches from several threads, forked children."""
 
 from __future__ import annotations
 
+import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -271,3 +273,41 @@ def test_the_program_imports_its_own_modules_and_sees_only_the_start_up_hook(tmp
     assert after["gpusafe"] and not before["gpusafe"]
     assert all(Path(f).is_relative_to(home)
                for f in after["own"].values() if f), after["own"]
+
+
+def test_a_program_killed_by_sigterm_keeps_its_launch_counts(tmp_path) -> None:
+    """Killed while it waits (a CI job's timeout), the program has run three
+    checked launches within the same second: the report counts all three,
+    which only a flush at the signal (atexit does not run) can write."""
+    import os
+    import signal
+    import subprocess
+
+    app = _program(tmp_path, """\
+    ptx = compile_to_ptx('extern "C" __global__ void one(int* p) { p[threadIdx.x] = 1; }',
+                         "one.cu")
+    fn = check(driver.cuModuleGetFunction(check(driver.cuModuleLoadData(ptx.encode())), b"one"))
+    out = check(driver.cuMemAlloc(4 * 32))
+    values = [np.array([int(out)], dtype=np.uint64)]
+    params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+    for _ in range(3):
+        check(driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0))
+    import os, time
+    open("pid.tmp", "w").write(str(os.getpid()))
+    os.replace("pid.tmp", "pid")
+    while True:
+        time.sleep(0.05)
+    """)
+    report = tmp_path / "report.json"
+    env = dict(os.environ, NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpusafe", "run", "--device", "cpu", "--json", str(report), "--",
+         sys.executable, str(app)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    _wait_for(tmp_path / "pid", seconds=120)
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["launches"] == 3, out

@@ -13,8 +13,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +53,10 @@ class RunOptions:
         return cls(**json.loads(text))
 
 
+# How stale the launch counts on disk may get while nothing else changes.
+_LAUNCH_FLUSH_INTERVAL_S = 1.0
+
+
 class Session:
     def __init__(self, options: RunOptions, directory: Path | None) -> None:
         self.options = options
@@ -61,6 +67,8 @@ class Session:
         self._lock = threading.Lock()
         self._finished = False
         self._flushed_state = (0, 0, 0)
+        self._flushed_launches = 0
+        self._flushed_at = time.monotonic()
 
     @property
     def report(self) -> ReportBuilder:
@@ -91,12 +99,16 @@ class Session:
             self.engine.forked()
         self._lock = threading.Lock()
         self._flushed_state = (0, 0, 0)
+        self._flushed_launches = 0
 
-    def flush(self) -> None:
-        """Write this process's findings so far where ``gpusafe run`` reads them."""
-        if self.directory is None:
+    def flush(self, wait: bool = True) -> None:
+        """Write this process's findings so far where ``gpusafe run`` reads
+        them.  ``wait=False`` (from a signal handler, which may have
+        interrupted a flush of this thread): skip when a flush is under way,
+        whose predecessor is on disk whole."""
+        if self.directory is None or not self._lock.acquire(blocking=wait):
             return
-        with self._lock:
+        try:
             text = self.report.build(exit_code=None).to_json()
             path = self.directory / f"{os.getpid()}.json"
             tmp = path.with_suffix(".tmp")
@@ -105,17 +117,27 @@ class Session:
             if self.findings.problems:
                 (self.directory / f"{os.getpid()}.failed").write_text(
                     "\n".join(self.findings.problems))
+        finally:
+            self._lock.release()
 
     def flush_if_new(self) -> None:
         """Flush at a drain point when something was found since the last
-        flush: a program killed later keeps its findings, and a clean program
-        with many launches does not rewrite its report after each one."""
+        flush, or when launches were counted and the last flush is a second
+        old: a program killed later keeps its findings and (but for its last
+        second) its launch counts, and a clean program with many launches
+        does not rewrite its report after each one."""
         if self._finished:
             return
         state = (self.report.occurrences, len(self.findings.problems),
                  self.report.unimplemented_count)
-        if state != self._flushed_state:
+        launches = self.report.launch_total
+        now = time.monotonic()
+        if state != self._flushed_state or (
+                launches != self._flushed_launches
+                and now - self._flushed_at >= _LAUNCH_FLUSH_INTERVAL_S):
             self._flushed_state = state
+            self._flushed_launches = launches
+            self._flushed_at = now
             self.flush()
 
     def finish(self) -> None:
@@ -145,4 +167,31 @@ def start() -> Session:
     session.install()
     session.flush()  # an empty report says "this process started and was checked"
     atexit.register(session.finish)
+    _finish_on_termination(session)
     return session
+
+
+def _finish_on_termination(session: Session) -> None:
+    """SIGTERM and SIGHUP (a CI timeout, a closed terminal, gpusafe passing
+    on its own) end a process without running ``atexit``: the report would
+    lose everything since the last flush, launch counts included.  Where
+    the program keeps the default action, gpusafe's handler writes the
+    report, then dies of the same signal.  Only where Python installed its
+    own signal handlers at start-up (SIGINT is still its
+    ``default_int_handler``): an interpreter embedded in a native program has
+    none, and a Python-level handler there would run only at the next
+    driver call, leaving the program deaf to the signal."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        return
+
+    def finish_and_die(signum: int, frame: object) -> None:
+        # Not session.finish(): the leak check of a killed program would
+        # name every allocation it had no chance to free.
+        session.flush(wait=False)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, finish_and_die)

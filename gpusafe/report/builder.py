@@ -167,6 +167,14 @@ class ReportBuilder:
         with self._lock:
             self._launches[kernel] = self._launches.get(kernel, 0) + 1
 
+    @property
+    def launch_total(self) -> int:
+        """Checked and unchecked launches so far: what a flush must keep
+        current so that a killed program's report still counts them."""
+        with self._lock:
+            return sum(self._launches.values()) + sum(
+                u.launches or 0 for u in self._unchecked.values())
+
     def record_unchecked(self, kernel: str, reason: str, launches: int | None = 1,
                          requested: bool = False) -> None:
         """``launches`` launches of a kernel that ran without checking (None:
