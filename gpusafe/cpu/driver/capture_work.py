@@ -171,24 +171,27 @@ def cuMemcpyAsync(self: CaptureWorkCalls, dst: Any, src: Any, ByteCount: Any,
     return _copy(self, d, s, _args.c_int(ByteCount, "size_t", "ByteCount"), hStream)
 
 
-def cuMemcpyHtoDAsync(self: CaptureWorkCalls, dstDevice: Any, srcHost: Any, ByteCount: Any,
-                      hStream: Any) -> bool:
-    d = _args.handle_value(dstDevice, CUdeviceptr)
+def _host_copy(self: CaptureWorkCalls, device: Any, host: Any, ByteCount: Any, hStream: Any,
+               to_device: bool) -> bool:
+    """A captured copy with one host side: the host buffer is kept alive by
+    the node, read or written when the graph runs, as the driver does."""
+    dev = _args.handle_value(device, CUdeviceptr)
     n = _args.c_int(ByteCount, "size_t", "ByteCount")
     if self._captures.get(_args.handle_value(hStream, CUstream)) is None:
         return False
-    s, keep = _host_side(srcHost, n)
-    return _copy(self, d, s, n, hStream, keep)
+    address, keep = _host_side(host, n)
+    dst, src = (dev, address) if to_device else (address, dev)
+    return _copy(self, dst, src, n, hStream, keep)
+
+
+def cuMemcpyHtoDAsync(self: CaptureWorkCalls, dstDevice: Any, srcHost: Any, ByteCount: Any,
+                      hStream: Any) -> bool:
+    return _host_copy(self, dstDevice, srcHost, ByteCount, hStream, to_device=True)
 
 
 def cuMemcpyDtoHAsync(self: CaptureWorkCalls, dstHost: Any, srcDevice: Any, ByteCount: Any,
                       hStream: Any) -> bool:
-    s = _args.handle_value(srcDevice, CUdeviceptr)
-    n = _args.c_int(ByteCount, "size_t", "ByteCount")
-    if self._captures.get(_args.handle_value(hStream, CUstream)) is None:
-        return False
-    d, keep = _host_side(dstHost, n)
-    return _copy(self, d, s, n, hStream, keep)
+    return _host_copy(self, srcDevice, dstHost, ByteCount, hStream, to_device=False)
 
 
 def cuMemcpyDtoDAsync(self: CaptureWorkCalls, dstDevice: Any, srcDevice: Any, ByteCount: Any,

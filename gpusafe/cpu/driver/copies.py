@@ -86,23 +86,38 @@ class CopyCalls(DriverBase):
         except InvalidAddress as e:
             raise invalid_address(e, what) from None
 
+    def _copy_stream(self, hStream: Any) -> None:
+        """The stream argument of a copy or set: valid, and in the current
+        context (a capturing stream refuses here)."""
+        self._stream(_args.handle_value(hStream, CUstream), self._current())
+
+    def _device_copy(self, dst: int, src: int, n: int, what: str) -> None:
+        """Device to device, the source checked first so that an error
+        names the bad side as the driver does."""
+        if n == 0:
+            return
+        try:
+            self._memory.read(src, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(src={src:#x}, {n} bytes)") from None
+        try:
+            self._memory.copy(dst, src, n)
+        except InvalidAddress as e:
+            raise invalid_address(e, f"{what}(dst={dst:#x}, {n} bytes)") from None
+
     # -- copies by direction -------------------------------------------------------
 
     def _htod(self, dstDevice: Any, srcHost: Any, ByteCount: Any, hStream: Any, what: str) -> None:
         dst = _args.handle_value(dstDevice, CUdeviceptr)
         n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
+        self._copy_stream(hStream)
         data = self._host_src(srcHost, n, what)
         self._dev_write(dst, data, f"{what}(dst={dst:#x}, {n} bytes)")
 
     def _dtoh(self, dstHost: Any, srcDevice: Any, ByteCount: Any, hStream: Any, what: str) -> None:
         src = _args.handle_value(srcDevice, CUdeviceptr)
         n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
+        self._copy_stream(hStream)
         hp = self._host_dst(dstHost, n, what)
         if n == 0:
             return
@@ -117,27 +132,14 @@ class CopyCalls(DriverBase):
         dst = _args.handle_value(dstDevice, CUdeviceptr)
         src = _args.handle_value(srcDevice, CUdeviceptr)
         n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
-        if n == 0:
-            return
-        try:
-            self._memory.read(src, n)  # names the bad side first: the source
-        except InvalidAddress as e:
-            raise invalid_address(e, f"{what}(src={src:#x}, {n} bytes)") from None
-        try:
-            self._memory.copy(dst, src, n)
-        except InvalidAddress as e:
-            raise invalid_address(e, f"{what}(dst={dst:#x}, {n} bytes)") from None
+        self._copy_stream(hStream)
+        self._device_copy(dst, src, n, what)
 
     def _unified(self, dst: Any, src: Any, ByteCount: Any, hStream: Any, what: str) -> None:
         d = _args.handle_value(dst, CUdeviceptr)
         s = _args.handle_value(src, CUdeviceptr)
         n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
+        self._copy_stream(hStream)
         if n == 0:
             return
         if d == 0 or s == 0:
@@ -216,21 +218,10 @@ class CopyCalls(DriverBase):
         src = _args.handle_value(srcDevice, CUdeviceptr)
         sctx = _args.handle_value(srcContext, CUcontext)
         n = _args.c_int(ByteCount, "size_t", "ByteCount")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
+        self._copy_stream(hStream)
         self._peer_side(dst, dctx, f"{what} destination")
         self._peer_side(src, sctx, f"{what} source")
-        if n == 0:
-            return
-        try:
-            self._memory.read(src, n)  # names the bad side first: the source
-        except InvalidAddress as e:
-            raise invalid_address(e, f"{what}(src={src:#x}, {n} bytes)") from None
-        try:
-            self._memory.copy(dst, src, n)
-        except InvalidAddress as e:
-            raise invalid_address(e, f"{what}(dst={dst:#x}, {n} bytes)") from None
+        self._device_copy(dst, src, n, what)
 
     @api(0)
     def cuMemcpyPeer(self, dstDevice: Any, dstContext: Any, srcDevice: Any, srcContext: Any,
@@ -251,9 +242,7 @@ class CopyCalls(DriverBase):
         dst = _args.handle_value(dstDevice, CUdeviceptr)
         v = _args.c_int(value, ctype, "value")
         n = _args.c_int(N, "size_t", "N")
-        hs = _args.handle_value(hStream, CUstream)
-        ctx = self._current()
-        self._stream(hs, ctx)
+        self._copy_stream(hStream)
         if dst % width:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE,
                        f"{what}: destination {dst:#x} is not {width}-byte aligned")

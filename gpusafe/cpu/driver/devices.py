@@ -27,7 +27,25 @@ from .api import api
 from .state import DriverBase, E, Fail, device_ordinal
 
 
+def _c_string(text: str, length: int) -> bytes:
+    """``text`` as the driver writes it into a ``length``-byte buffer,
+    truncated and NUL-terminated; cuda-python returns the whole buffer,
+    padded with spaces."""
+    if length <= 0:
+        raise Fail(E.CUDA_ERROR_INVALID_VALUE, "length must be positive")
+    data = text.encode()[: length - 1] + b"\0"
+    return data + b" " * (length - len(data))
+
+
 class DeviceCalls(DriverBase):
+    def _device_arg(self, dev: Any) -> int:
+        """The ordinal of a ``CUdevice`` argument, after the driver's own
+        checks in its order: initialised, then a device that exists."""
+        d = device_ordinal(dev)
+        self._require_init()
+        self._check_device(d)
+        return d
+
     @api(0)
     def cuInit(self, Flags: Any) -> None:
         flags = _args.c_int(Flags, "unsigned int", "Flags")
@@ -64,21 +82,13 @@ class DeviceCalls(DriverBase):
     @api(1)
     def cuDeviceGetName(self, length: Any, dev: Any) -> bytes:
         n = _args.c_int(length, "int", "length")
-        d = device_ordinal(dev)
-        self._require_init()
-        self._check_device(d)
-        if n <= 0:
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "length must be positive")
-        # cuda-python returns the whole b" " * length buffer the driver wrote into
-        name = _profile.device_name(d).encode()[: n - 1] + b"\0"
-        return name + b" " * (n - len(name))
+        d = self._device_arg(dev)
+        return _c_string(_profile.device_name(d), n)
 
     @api(1)
     def cuDeviceGetAttribute(self, attrib: Any, dev: Any) -> int:
         attrib = _args.require_enum(attrib, CUdevice_attribute, "attrib")
-        d = device_ordinal(dev)
-        self._require_init()
-        self._check_device(d)
+        d = self._device_arg(dev)
         if attrib == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX:
             raise Fail(E.CUDA_ERROR_INVALID_VALUE, "CU_DEVICE_ATTRIBUTE_MAX is not an attribute")
         key = attrib.name[len("CU_DEVICE_ATTRIBUTE_"):]
@@ -91,34 +101,23 @@ class DeviceCalls(DriverBase):
 
     @api(1)
     def cuDeviceTotalMem(self, dev: Any) -> int:
-        d = device_ordinal(dev)
-        self._require_init()
-        self._check_device(d)
+        self._device_arg(dev)
         return int(self._memory.capacity)
 
     @api(2)
     def cuDeviceComputeCapability(self, dev: Any) -> tuple[int, int]:
-        d = device_ordinal(dev)
-        self._require_init()
-        self._check_device(d)
+        self._device_arg(dev)
         return _profile.CC_MAJOR, _profile.CC_MINOR
 
     @api(1)
     def cuDeviceGetPCIBusId(self, length: Any, dev: Any) -> bytes:
         n = _args.c_int(length, "int", "length")
-        d = device_ordinal(dev)
-        self._require_init()
-        self._check_device(d)
-        if n <= 0:
-            raise Fail(E.CUDA_ERROR_INVALID_VALUE, "length must be positive")
-        text = _profile.pci_bus_id(d).encode()[: n - 1] + b"\0"
-        return text + b" " * (n - len(text))
+        d = self._device_arg(dev)
+        return _c_string(_profile.pci_bus_id(d), n)
 
     @api(1)
     def cuDeviceGetUuid(self, dev: Any) -> CUuuid:
-        d = device_ordinal(dev)
-        self._require_init()
-        self._check_device(d)
+        d = self._device_arg(dev)
         uuid = CUuuid()
         ctypes.memmove(uuid.getPtr(), _profile.device_uuid(d), 16)  # its bytes are read-only
         return uuid
