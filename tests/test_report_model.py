@@ -343,3 +343,19 @@ def test_violation_is_plain_data() -> None:
         v.count = 3  # type: ignore[misc]
     assert v.allocation.base == FREED_BASE
 
+
+
+def test_notes_are_kept_once_in_order_round_trip_and_merge() -> None:
+    b = ReportBuilder(["app"], "cpu")
+    b.add_notes(["kernel a ran on the interpreter", "kernel b ran on the interpreter"])
+    b.add_notes(["kernel a ran on the interpreter"])
+    report = b.build(exit_code=0)
+    assert report.notes == ("kernel a ran on the interpreter", "kernel b ran on the interpreter")
+    assert Report.from_json(report.to_json()) == report
+    parent = ReportBuilder(["gpusafe"], "cpu")
+    parent.add_notes(["kernel b ran on the interpreter", "kernel c ran on the interpreter"])
+    parent.merge(report)
+    assert parent.build(exit_code=0).notes == (
+        "kernel b ran on the interpreter", "kernel c ran on the interpreter",
+        "kernel a ran on the interpreter")
+    assert "notes" not in json.loads(ReportBuilder(["app"], "cpu").build(0).to_json())

@@ -311,3 +311,41 @@ def test_a_program_killed_by_sigterm_keeps_its_launch_counts(tmp_path) -> None:
     assert proc.returncode == 128 + signal.SIGTERM, out
     doc = json.loads(report.read_text())
     assert doc["summary"]["launches"] == 3, out
+
+
+def test_a_kernel_the_jit_leaves_to_the_interpreter_is_named_in_the_report(tmp_path) -> None:
+    """GPUSAFE_CPU_ENGINE=jit: a kernel outside the JIT's reach still runs
+    checked, on the interpreter, and the report's notes say so and why."""
+    import os
+    import subprocess
+
+    app = _program(tmp_path, """\
+    src = '''
+    __device__ __noinline__ int twice(int v) { return 2 * v; }
+    extern "C" __global__ void call(int* p) { p[threadIdx.x] = twice(threadIdx.x); }
+    '''
+    ptx = compile_to_ptx(src, "call.cu")
+    fn = check(driver.cuModuleGetFunction(check(driver.cuModuleLoadData(ptx.encode())), b"call"))
+    out = check(driver.cuMemAlloc(4 * 32))
+    values = [np.array([int(out)], dtype=np.uint64)]
+    params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
+    check(driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0))
+    host = np.zeros(32, dtype=np.int32)
+    check(driver.cuMemcpyDtoH(host.ctypes.data, out, 4 * 32))
+    assert list(host) == [2 * i for i in range(32)]
+    """)
+    report = tmp_path / "report.json"
+    env = dict(os.environ, NO_COLOR="1", XDG_CACHE_HOME=str(tmp_path / "cache"),
+               GPUSAFE_CPU_ENGINE="jit")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpusafe", "run", "--device", "cpu", "--json", str(report), "--",
+         sys.executable, str(app)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["launches"] == 1
+    assert [n.split(":")[0] for n in doc["notes"]] == [
+        "kernel call ran on the CPU device's interpreter, not its JIT"], doc["notes"]
+    assert "note: kernel call ran on the CPU device's interpreter, not its JIT: " in out

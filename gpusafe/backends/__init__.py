@@ -34,6 +34,10 @@ class Backend(Protocol):
     def unsupported_reason(self) -> str:
         """Why the last call answered with one of ``unsupported_results``."""
 
+    def notes(self) -> list[str]:
+        """How the backend ran the program's kernels, where the report should
+        say so (the report's ``notes``)."""
+
     def grid_workspace(self) -> int | None:
         """The device address of the grid workspace cooperative launches use
         (the driver's memory that ``grid.sync()`` counts arrivals in), or

@@ -17,6 +17,7 @@ from cuda.bindings.runtime import cudaError_t
 
 from ..cpu.driver import Driver
 from ..cpu.runtime import Runtime
+from ..cpu.scheduler import INTERPRETED
 
 _NOT_SUPPORTED = "CUDA_ERROR_NOT_SUPPORTED"
 
@@ -67,6 +68,12 @@ class CpuBackend:
 
     def fault_detail(self) -> str | None:
         return self.driver.last_error_detail()
+
+    def notes(self) -> list[str]:
+        """The kernels the JIT (``GPUSAFE_CPU_ENGINE=jit``) left to the
+        interpreter: never silent, though the results are the same."""
+        return [f"kernel {kernel} ran on the CPU device's interpreter, not its JIT: {reason}"
+                for kernel, reason in INTERPRETED.items()]
 
     def grid_workspace(self) -> int | None:
         return self.driver.grid_workspace()

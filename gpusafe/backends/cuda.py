@@ -34,6 +34,9 @@ class CudaBackend:
     def unsupported_reason(self) -> str:
         return ""
 
+    def notes(self) -> list[str]:
+        return []
+
     def grid_workspace(self) -> int | None:
         """Unknown: the driver places it and tells only the kernel (in
         ``%envreg1:%envreg2``), so a checked kernel's cooperative launch is

@@ -324,6 +324,11 @@ def release_barriers(fr: Frame, force: bool) -> bool:
     return True
 
 
+INTERPRETED: dict[str, str] = {}
+"""Kernels the JIT was asked for and left to the interpreter, with the first
+reason: the report names them (:meth:`gpusafe.backends.cpu.CpuBackend.notes`)."""
+
+
 def run_launch(launch: Launch) -> None:
     """Run every block of a launch, a chunk of blocks at a time (or all in
     compiled code with ``GPUSAFE_CPU_ENGINE=jit``, when the JIT covers the
@@ -342,6 +347,7 @@ def run_launch(launch: Launch) -> None:
         except Unsupported as e:
             # nothing ran yet: the interpreter runs the launch, and says why
             launch.engine_note = f"interpreter: {e}"
+            INTERPRETED.setdefault(launch.kernel, str(e))
     code = launch.code
     tpb = launch.tpb
     gx, gy, gz = launch.grid

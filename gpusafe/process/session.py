@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends import open_backend
+from ..backends import Backend, open_backend
 from ..doors.python import install_python_door
 from ..engine import callsite
 from ..engine.callsite import DEFAULT_STACK_DEPTH
@@ -64,6 +64,7 @@ class Session:
         command = list(getattr(sys, "orig_argv", sys.argv))
         self.findings = Findings(ReportBuilder(command, options.device_name), self.flush_if_new)
         self.engine: Engine | None = None
+        self.backend: Backend | None = None
         self._lock = threading.Lock()
         self._finished = False
         self._flushed_state = (0, 0, 0)
@@ -76,9 +77,9 @@ class Session:
 
     def install(self) -> None:
         """Open the backend and put the Python door in front of it."""
-        backend = open_backend(self.options.device, pads=self.options.check,
-                               kernel_timeout=self.options.kernel_timeout,
-                               cpu_devices=self.options.cpu_devices)
+        self.backend = backend = open_backend(self.options.device, pads=self.options.check,
+                                              kernel_timeout=self.options.kernel_timeout,
+                                              cpu_devices=self.options.cpu_devices)
         callsite.configure(self.options.stack_depth)
         if self.options.check:
             o = self.options
@@ -109,6 +110,8 @@ class Session:
         if self.directory is None or not self._lock.acquire(blocking=wait):
             return
         try:
+            if self.backend is not None:
+                self.report.add_notes(self.backend.notes())
             text = self.report.build(exit_code=None).to_json()
             path = self.directory / f"{os.getpid()}.json"
             tmp = path.with_suffix(".tmp")

@@ -69,6 +69,7 @@ class ReportBuilder:
         self._unchecked: dict[str, UncheckedKernel] = {}
         self._unimplemented: dict[tuple[str, str | None, str], int] = {}
         self._faults: list[DeviceFault] = []
+        self._notes: list[str] = []
         self._dropped = 0
         self._suppressed: int | None = None
         # Records are drained at synchronisation points, which a program may
@@ -212,6 +213,11 @@ class ReportBuilder:
         with self._lock:
             self._dropped += records
 
+    def add_notes(self, notes: Sequence[str]) -> None:
+        """Notes on how the run was carried out, each kept once, in order."""
+        with self._lock:
+            self._notes.extend(n for n in dict.fromkeys(notes) if n not in self._notes)
+
     def merge(self, report: Report) -> None:
         """Fold another report (a child process's) into this one."""
         with self._lock:
@@ -224,6 +230,7 @@ class ReportBuilder:
             for c in report.unimplemented_calls:
                 self.record_unimplemented(c.name, c.site, c.reason, c.count)
             self._faults.extend(report.faults)
+            self.add_notes(report.notes)
             self._dropped += report.summary.dropped
             if report.summary.suppressed is not None:
                 self._suppressed = (self._suppressed or 0) + report.summary.suppressed
@@ -248,6 +255,7 @@ class ReportBuilder:
             unimplemented = tuple(UnimplementedCall(n, s, r, c)
                                   for (n, s, r), c in self._unimplemented.items())
             faults = tuple(self._faults)
+            notes = tuple(self._notes)
             dropped = self._dropped
             suppressed = self._suppressed
         return Report(
@@ -270,6 +278,7 @@ class ReportBuilder:
             unchecked_kernels=unchecked,
             faults=faults,
             unimplemented_calls=unimplemented,
+            notes=notes,
         )
 
 

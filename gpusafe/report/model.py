@@ -243,6 +243,10 @@ class Report:
     unchecked_kernels: tuple[UncheckedKernel, ...] | None = None
     faults: tuple[DeviceFault, ...] = ()
     unimplemented_calls: tuple[UnimplementedCall, ...] = ()
+    notes: tuple[str, ...] = ()
+    """How the run was carried out where the user may want to know, without
+    changing the verdict (a kernel the CPU device's JIT left to its
+    interpreter, and why)."""
     schema: str = SCHEMA_ID
 
     @property
@@ -305,6 +309,8 @@ class Report:
         if self.faults:
             d["faults"] = [{"kernel": f.kernel, "error": f.error, "detail": f.detail}
                            for f in self.faults]
+        if self.notes:
+            d["notes"] = list(self.notes)
         return d
 
     def to_json(self) -> str:
@@ -399,7 +405,7 @@ def _read_report(doc: Any) -> Report:
     d = _object(doc, "", required=("schema", "tool", "command", "device", "exit_code",
                                    "violations", "summary"),
                 optional=("checked_kernels", "unchecked_kernels", "faults",
-                          "unimplemented_calls"))
+                          "unimplemented_calls", "notes"))
     schema = _string(d["schema"], "schema")
     if schema != SCHEMA_ID:
         raise ReportFormatError("schema", f"unsupported report schema {schema!r} "
@@ -421,6 +427,7 @@ def _read_report(doc: Any) -> Report:
         checked_kernels=_optional_list(d, "checked_kernels", _read_checked),
         unchecked_kernels=_optional_list(d, "unchecked_kernels", _read_unchecked),
         faults=_optional_list(d, "faults", _read_fault) or (),
+        notes=_optional_list(d, "notes", _string) or (),
         unimplemented_calls=_optional_list(d, "unimplemented_calls", _read_unimplemented) or (),
     )
 

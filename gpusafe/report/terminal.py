@@ -341,6 +341,8 @@ class _Renderer:
                            f"{printable(f.error)}{detail}", style="yellow"))
         for sup in unused:
             self.line(Text(f"suppression matched nothing: {printable(sup)}", style="yellow"))
+        for n in report.notes:
+            self.line(Text(f"note: {printable(n)}"))
         if s.dropped:
             self.line(Text(f"warning: {s.dropped} violation records were dropped "
                            "(the violation buffer was full); more violations happened than "
