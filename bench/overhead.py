@@ -366,7 +366,8 @@ def run(bench: Bench) -> tuple[int, int, dict]:
             allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
             pipeline = LaunchPipeline(mem)
             launch = pipeline.prepare(result.sites, bench.kernel, params, allocs,
-                                      dynamic_shared=bench.shared)
+                                      dynamic_shared=bench.shared, grid=bench.grid,
+                                      block=bench.block)
             params = launch.params
         else:
             prog = Program(text, mem)

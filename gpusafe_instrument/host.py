@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from . import layout
+from . import launch_bounds, layout
 from .kinds import ViolationKind
 from .sites import KernelInfo, Site, SiteTable
 
@@ -205,11 +205,13 @@ def violation_buffer(capacity: int) -> bytes:
 
 
 def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
-                  context: bytes = b"") -> bytes:
+                  context: bytes = b"", *, proven: bool = False) -> bytes:
     """The instrumented kernel's parameter buffer: the original one, padded to
     the hidden parameter, then the hidden parameter: the context's address;
     then, for a kernel taking them (``limit_params``), the check slots'
-    limits, copied from the end of ``context`` (the launch context's bytes)."""
+    limits, copied from the end of ``context`` (the launch context's bytes);
+    then, for a kernel with a launch proof, its flag (``proven``: the host
+    proved this launch, ``launch_bounds.launch_proven``)."""
     buf = bytearray(params[:kernel.context_param_offset])
     buf += bytes(kernel.context_param_offset - len(buf))
     buf += context_address.to_bytes(8, "little")
@@ -217,7 +219,21 @@ def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
         limits = context[len(context) - 8 * len(kernel.slots):]
         assert len(limits) == 8 * len(kernel.slots)
         buf += limits
+    if kernel.proof is not None:
+        buf += int(proven).to_bytes(8, "little")
     return bytes(buf)
+
+
+def proven(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRecord],
+           grid: Sequence[int], block: Sequence[int],
+           heap_blocks: Sequence[HeapBlock] = ()) -> bool:
+    """Whether this launch of ``kernel`` (packed ``params``, the grid and
+    block dimensions) keeps every access in bounds by the kernel's launch
+    proof: the kernel may then run its copy without checks."""
+    if kernel.proof is None:
+        return False
+    roots = [resolve(v, allocations, heap_blocks) for v in root_values(kernel, params)]
+    return launch_bounds.launch_proven(kernel, params, roots, grid, block, is_heap_tag)
 
 
 def decode_violations(data: bytes, sites: SiteTable) -> tuple[list[DeviceViolation], int]:

@@ -68,12 +68,16 @@ class KernelInfo:
     roots: tuple[RootInfo, ...]
     slots: tuple[SlotInfo, ...]
     limit_params: bool = False  # each slot's limit is a hidden .u64 after the context pointer
+    proof: str | None = None
+    """The launch proof (JSON, ``checks/launch_proof.py``): when set, a hidden
+    ``.u64`` after the limits tells the kernel the host proved the launch."""
 
     @property
     def param_buffer_size(self) -> int:
         """Bytes of the instrumented kernel's parameters: the original ones,
         then the hidden ``.u64`` context pointer (and the slots' limits)."""
-        return self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
+        return (self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
+                + (8 if self.proof is not None else 0))
 
     @property
     def hidden_limit_offsets(self) -> tuple[int, ...]:
@@ -84,8 +88,15 @@ class KernelInfo:
 
     @property
     def hidden_offsets(self) -> tuple[int, ...]:
-        """Offsets of every hidden parameter: the context pointer, the limits."""
-        return (self.context_param_offset, *self.hidden_limit_offsets)
+        """Offsets of every hidden parameter: the context pointer, the limits,
+        the launch proof's flag."""
+        flag = () if self.proof is None else (self.proven_offset,)
+        return (self.context_param_offset, *self.hidden_limit_offsets, *flag)
+
+    @property
+    def proven_offset(self) -> int:
+        """Offset of the launch proof's flag (``proof`` set)."""
+        return self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
 
 
 @dataclass
@@ -133,6 +144,7 @@ class SiteTable:
                 roots=tuple(RootInfo(**r) for r in k["roots"]),
                 slots=tuple(SlotInfo(tuple(s["roots"]), s["end"], s["align"]) for s in k["slots"]),
                 limit_params=bool(k.get("limit_params", False)),
+                proof=k.get("proof"),
             )
         return cls(sites, kernels, dict(data.get("unchecked", {})))
 

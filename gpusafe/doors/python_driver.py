@@ -187,7 +187,7 @@ class DriverDoor(ApiWrappers):
             return engine.launch(
                 f, shared, kernelParams, extra,
                 lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
-                program_site)
+                program_site, dims=((gx, gy, gz), (bx, by, bz)))
 
         return wrapper
 
@@ -201,7 +201,8 @@ class DriverDoor(ApiWrappers):
             return engine.launch(
                 f, shared, kernelParams, 0,
                 lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp),
-                program_site, cooperative="cuLaunchCooperativeKernel")
+                program_site, cooperative="cuLaunchCooperativeKernel",
+                dims=((gx, gy, gz), (bx, by, bz)))
 
         return wrapper
 

@@ -247,7 +247,7 @@ class Engine:
 
     def launch(self, function: Any, shared: int, kernel_params: Any, extra: Any,
                perform: Callable[[Any, Any], tuple], site: Callable[[], CallSite | None],
-               cooperative: str = "") -> tuple:
+               cooperative: str = "", dims: tuple[Any, Any] | None = None) -> tuple:
         """One launch of ``function``: ``perform(kernelParams, extra)`` launches
         it with what this decides, the program's own arguments for a kernel
         that runs unchecked, the instrumented kernel's for one that is
@@ -256,7 +256,9 @@ class Engine:
         (``grid.sync()`` counts arrivals in it); where the backend cannot say
         where that is, a checked kernel's cooperative launch is refused and
         reported as unimplemented: with the workspace unknown its checks
-        would stop ``grid.sync()`` itself."""
+        would stop ``grid.sync()`` itself.  ``dims``: the grid and block
+        dimensions, for a kernel whose launch proof may let it run unchecked
+        (``gpusafe_instrument/checks/launch_proof.py``)."""
         entry = self.modules.kernel(int(function))
         if entry is None:
             self.findings.report.record_unchecked(
@@ -296,7 +298,9 @@ class Engine:
             try:
                 launch = self.pipeline.prepare(
                     module.sites, name, params, records, table_key=table_key,
-                    dynamic_shared=int(shared), heap_key=self.current_context())
+                    dynamic_shared=int(shared), heap_key=self.current_context(),
+                    grid=None if dims is None else [int(d) for d in dims[0]],
+                    block=None if dims is None else [int(d) for d in dims[1]])
             except DeviceMemoryError as e:
                 self.findings.freed_arguments(name, freed)
                 self.findings.problem(str(e))

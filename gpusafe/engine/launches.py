@@ -272,10 +272,14 @@ class LaunchPipeline:
 
     def prepare(self, sites: SiteTable, kernel: str, params: bytes,
                 records: Sequence[AllocationRecord], *, table_key: Hashable | None = None,
-                dynamic_shared: int = 0, heap_key: Hashable = None) -> Launch:
+                dynamic_shared: int = 0, heap_key: Hashable = None,
+                grid: Sequence[int] | None = None,
+                block: Sequence[int] | None = None) -> Launch:
         """Place one launch's records; ``params`` is the program's packed
         parameter buffer; ``heap_key``: whose device heap the launch uses (its
-        context).  On failure nothing stays allocated."""
+        context); ``grid``, ``block``: the launch's dimensions, for a kernel
+        with a launch proof (without them the checked body runs).  On
+        failure nothing stays allocated."""
         info = sites.kernels[kernel]
         launch = Launch(kernel, sites, b"", 0)
         try:
@@ -295,7 +299,12 @@ class LaunchPipeline:
         except BaseException:
             self.release(launch)
             raise
-        launch.params = host.kernel_params(info, params, context_address, context)
+        # a root in a device-heap block is never proven (a block can be freed
+        # during the launch): the heap's blocks are not read for the proof
+        proven = grid is not None and block is not None and host.proven(
+            info, params, ordered, grid, block)
+        launch.params = host.kernel_params(info, params, context_address, context,
+                                           proven=proven)
         return launch
 
     def _root_heap_blocks(self, info: KernelInfo, params: bytes,

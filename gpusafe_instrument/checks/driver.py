@@ -50,6 +50,7 @@ from ..runtime import CONTEXT_PARAM, HEAP_WRAPPERS, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
 from .emission import CONTEXT_REGISTER, I, limit_param, limits_as_params, window_params
+from .launch_proof import PROVEN_PARAM
 from .outcome import CannotCheck, InstrumentError, InstrumentResult
 from .planning import FunctionPlan
 from .rewrite import rewrite_function
@@ -304,6 +305,8 @@ def _kernel_info(fp: FunctionPlan) -> KernelInfo:
     params.append(Param(CONTEXT_PARAM, ".u64"))
     if limits:
         params.extend(Param(limit_param(i), ".u64") for i in range(len(fp.slots)))
+    if fp.launch_proof is not None:
+        params.append(Param(PROVEN_PARAM, ".u64"))
     return KernelInfo(
         name=fp.fn.name,
         params=tuple((p.name, off, p.size)
@@ -312,6 +315,7 @@ def _kernel_info(fp: FunctionPlan) -> KernelInfo:
         roots=tuple(RootInfo(r.index, r.param, r.offset, offsets[r.index]) for r in fp.roots),
         slots=tuple(SlotInfo(s.roots, s.end, s.align) for s in fp.slots),
         limit_params=limits,
+        proof=fp.launch_proof,
     )
 
 

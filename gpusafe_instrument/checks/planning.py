@@ -128,6 +128,7 @@ class FunctionPlan:
         """Parameters whose callers pass the window of a local variable (``arguments``)."""
         self.argument_windows: set[int] = set()  # those a local access is checked against
         self.analysis: prov.Provenance | None = None
+        self.launch_proof: str | None = None  # JSON (``launch_proof``), set by the rewrite
         self.finished = False  # rewritten and printed (the driver's)
         self.accesses: list[Access] = []
         self.roots: list[prov.ParamRoot] = []

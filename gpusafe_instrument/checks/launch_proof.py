@@ -1,0 +1,335 @@
+"""Launch-time proofs (issue 14): a kernel whose every access the host can
+show in bounds from the launch's own values runs a copy without checks.
+
+Many kernels index their buffers with ``blockIdx.x * blockDim.x +
+threadIdx.x`` under a guard ``if (i < n)``: in bounds exactly when ``n``
+elements fit every buffer, which only the launch knows (the sizes of the
+allocations the pointer arguments point into, ``n``, the grid and block
+dimensions).  For such a kernel the pass writes, for each checked access,
+its offset as an expression over the kernel's scalar parameters, the
+special registers (``%tid``, ``%ntid``, ``%ctaid``, ``%nctaid``) and
+constants, narrowed by the compares of the branches that dominate the
+access (:func:`launch_proof`).  The host evaluates those expressions over
+intervals at each launch (``gpusafe_instrument.launch_bounds``); when every
+access then lies inside its root's allocation (or its shared variable),
+aligned, with no 32-bit intermediate able to wrap, it sets the hidden
+parameter ``__gpusafe_proven`` and the kernel branches at entry to a copy of
+its original body.  Otherwise the checked body runs, as before: a bound past
+the allocation, a guard on the wrong variable, a grid larger than ``n``
+covers, all leave the proof unmet and every access checked.
+
+Why it is sound: every register in an expression has one unguarded
+definition dominating the access (``Guards._single``), so it holds one value
+for the whole thread, the value its definition computed from the leaves;
+each narrowing comes from a branch whose compare saw that value (the
+argument of ``guards``).  The interval of each expression node is computed
+exactly in mathematical integers and the proof fails where a node could
+leave its register's signed range (where the machine value would wrap) or
+where a 32-bit value read as unsigned could be negative.
+
+What is not proven (the kernel keeps only its checked body): accesses with a
+lookup (unknown provenance), dynamic shared memory, local memory, pointer
+inductions (a register written in a loop), a constant offset the analysis
+lost, kernels with calls or nested scopes, and kernels whose parameters do
+not leave room for the flag (``limits_as_params``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .. import provenance as prov
+from .. import query
+from ..nodes import Block, Instruction, Label, Loc, Pragma, Register, Symbol
+from .emission import PARAM_SPACE, limits_as_params
+from .guards import Guards, _imm
+from .planning import UNCHECKED_MODES, FunctionPlan, Mode
+
+PROVEN_PARAM = "__gpusafe_proven"
+"""The hidden ``.u64`` kernel parameter: non-zero when the host proved the launch."""
+
+_SPECIAL = {"tid", "ntid", "ctaid", "nctaid"}
+_ARITH = {"add": "add", "sub": "sub", "mul": "mul", "mad": "mad", "shl": "shl",
+          "max": "max", "min": "min"}
+_SIGNED_CMP = {"lt", "le", "gt", "ge"}
+_UNSIGNED_CMP = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+_FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt"}
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+class NotProvable(Exception):
+    """An access (or the kernel) outside what launch proofs cover."""
+
+
+Expr = list  # a JSON-able node: [op, ...]
+
+
+class _Builder:
+    def __init__(self, plan: FunctionPlan) -> None:
+        self.plan = plan
+        self.guards: Guards = plan.guards()
+        self.body = self.guards.body
+        self.types = plan.types
+
+    # -- registers to expressions ------------------------------------------
+
+    def expr(self, op: object, at: int, relations: list[tuple[str, str, object, bool, int]],
+             depth: int = 0) -> Expr:
+        """The expression of operand ``op`` as read at statement ``at``,
+        narrowed by ``relations`` (``Builder.relations``)."""
+        if depth > 24:
+            raise NotProvable("expression too deep")
+        k = _imm(op)
+        if k is not None:
+            return ["k", k]
+        if not isinstance(op, Register):
+            raise NotProvable("not a register")
+        name = op.name
+        if name.startswith("%") and name[1:].split(".")[0] in _SPECIAL and "." in name:
+            sreg, axis = name[1:].split(".")
+            return ["s", sreg, axis]
+        e = self._definition(name, at, relations, depth)
+        for reg, cmp, other, unsigned, k in relations:
+            if reg != name:
+                continue
+            bound = self.expr(other, at, [], depth + 1)
+            e = _narrow(e, cmp, bound, unsigned, k)
+        return e
+
+    def _definition(self, name: str, at: int, relations, depth: int) -> Expr:
+        d = self.guards._single(name, at)
+        if d is None:
+            raise NotProvable(f"{name} has no single dominating definition")
+        _, st = d
+        ops = st.operands
+        parts = st.opcode.split(".")
+        bits = prov.reg_bits(self.types, name)
+        if bits not in (32, 64):
+            raise NotProvable("not a 32- or 64-bit integer")
+
+        def sub(o: object) -> Expr:
+            return self.expr(o, at, relations, depth + 1)
+
+        if st.op == "mov" and len(ops) == 2:
+            return sub(ops[1])
+        if st.op == "ld" and parts[1:2] == ["param"] and len(ops) == 2:
+            addr = ops[1]
+            base = getattr(addr, "base", None)
+            if not isinstance(base, Symbol) or getattr(addr, "offset", 0) != 0 \
+                    or base.name not in self.plan.kernel_params:
+                raise NotProvable("ld.param of no scalar parameter")
+            index, size = self.plan.kernel_params[base.name]
+            t = parts[-1]
+            if t[0] not in "sub" or int(t[1:]) != 8 * size or size not in (4, 8):
+                raise NotProvable("parameter type")
+            return ["p", index, size, t[0] == "s"]
+        if st.op == "cvt" and len(parts) == 3 and len(ops) == 2:
+            dst, src = parts[1], parts[2]
+            if (dst, src) in (("s64", "s32"), ("s32", "s32"), ("s64", "s64")):
+                return sub(ops[1])
+            if (dst, src) in (("u64", "u32"), ("s64", "u32")):
+                return ["u", sub(ops[1])]
+            raise NotProvable(f"cvt {st.opcode}")
+        if st.op == "mul" and parts[1] == "wide" and len(ops) == 3:
+            a, b = sub(ops[1]), sub(ops[2])
+            if parts[2] == "u32":
+                a, b = ["u", a], ["u", b]
+            elif parts[2] != "s32":
+                raise NotProvable(st.opcode)
+            return ["mul", a, b, 64]
+        if st.op in _ARITH and len(parts) >= 2:
+            if st.op in ("mul", "mad") and parts[1] != "lo":
+                raise NotProvable(st.opcode)
+            if parts[-1] not in ("s32", "u32", "b32", "s64", "u64", "b64"):
+                raise NotProvable(st.opcode)
+            if st.op in ("max", "min") and parts[-1][0] != "s":
+                raise NotProvable(st.opcode)
+            if st.op == "mad" and len(ops) == 4:
+                return ["add", ["mul", sub(ops[1]), sub(ops[2]), bits], sub(ops[3]), bits]
+            if len(ops) != 3:
+                raise NotProvable(st.opcode)
+            if st.op == "shl":
+                k = _imm(ops[2])
+                if k is None or not 0 <= k < bits - 1:
+                    raise NotProvable("shift by a register")
+                return ["mul", sub(ops[1]), ["k", 1 << k], bits]
+            if st.op in ("max", "min"):
+                return [st.op, sub(ops[1]), sub(ops[2])]
+            return [st.op, sub(ops[1]), sub(ops[2]), bits]
+        if st.op == "and" and len(ops) == 3:
+            k = next((c for c in map(_imm, ops[1:]) if c is not None), None)
+            if k is not None and 0 <= k < 1 << 31:
+                return ["k_range", 0, k]
+        raise NotProvable(f"{st.opcode}")
+
+    # -- guards --------------------------------------------------------------
+
+    def relations(self, at: int) -> list[tuple[str, str, object, bool, int]]:
+        """``(reg, cmp, other, unsigned, k)`` for every compare of a branch
+        dominating statement ``at`` whose outcome ``at``'s block implies:
+        ``reg cmp other + k`` holds at ``at``.  A compare of ``x + K`` (``add``
+        of an immediate, one definition) bounds ``x`` too."""
+        g = self.guards
+        graph = g.graph
+        out: list[tuple[str, str, object, bool, int]] = []
+        b: int | None = graph.block_of[at]
+        while b is not None:
+            for x, cmp, y, unsigned, setp_at in self._edge(b):
+                for reg, c, other in ((x, cmp, y), (y, _MIRROR[cmp], x)):
+                    if not isinstance(reg, Register) or not self._stable(reg.name, setp_at, at):
+                        continue
+                    if isinstance(other, Register) and not self._stable(other.name, setp_at, at):
+                        continue
+                    out.append((reg.name, c, other, unsigned, 0))
+                    d = g._single(reg.name, at)
+                    if d is not None and not unsigned and d[1].opcode in ("add.s32", "add.s64") \
+                            and isinstance(d[1].operands[1], Register) \
+                            and _imm(d[1].operands[2]) is not None \
+                            and self._stable(d[1].operands[1].name, setp_at, at):
+                        # reg = x + K with no wrap (the expression of reg is checked
+                        # for it): x cmp other - K
+                        out.append((d[1].operands[1].name, c, other, False,
+                                    -_imm(d[1].operands[2])))
+            b = g.tree.idom[b]
+        return out
+
+    def _stable(self, reg: str, setp_at: int, at: int) -> bool:
+        """``reg`` holds at ``at`` the value the compare at ``setp_at`` saw."""
+        d = self.guards._single(reg, at)
+        return d is not None and self.guards._dominates(d[0], setp_at)
+
+    def _edge(self, b: int) -> list[tuple[object, str, object, bool, int]]:
+        """The compares that hold on entering block ``b`` from its only
+        predecessor's conditional branch: the one setting its predicate, or
+        both of an ``or.pred`` that was false (``and.pred`` true)."""
+        g = self.guards
+        graph = g.graph
+        preds = graph.blocks[b].predecessors
+        if len(preds) != 1:
+            return []
+        pb = graph.blocks[preds[0]]
+        idx = [i for i in range(pb.start, pb.end) if type(self.body[i]) is Instruction]
+        if not idx:
+            return []
+        br = self.body[idx[-1]]
+        if br.op != "bra" or br.guard is None or not br.operands:
+            return []
+        taken = g.label_block.get(getattr(br.operands[0], "name", ""))
+        fall = pb.index + 1
+        if taken is None or taken == fall or b not in (taken, fall):
+            return []
+        outcome = (b == taken) != br.guard.negated
+
+        def setter(pred: str, before: int) -> int | None:
+            return next((i for i in range(before - 1, pb.start - 1, -1)
+                         if pred in _written(self.body[i])), None)
+
+        def compares(pred: str, before: int, depth: int) -> list:
+            at = setter(pred, before)
+            if at is None or depth > 8:
+                return []
+            st = self.body[at]
+            if st.op in ("or", "and") and st.opcode.endswith(".pred") and st.guard is None \
+                    and len(st.operands) == 3 and (st.op == "or") != outcome \
+                    and all(isinstance(o, Register) for o in st.operands[1:]):
+                # both inputs of an or that was false (an and that was true)
+                return [r for o in st.operands[1:] for r in compares(o.name, at, depth + 1)]
+            rel = self._compare(at, outcome)
+            return [] if rel is None else [rel]
+
+        return compares(br.guard.register, idx[-1], 0)
+
+    def _compare(self, setp_at: int, outcome: bool):
+        setp = self.body[setp_at]
+        parts = setp.opcode.split(".")
+        if setp.op != "setp" or setp.guard is not None or len(setp.operands) != 3 \
+                or len(parts) != 3 or parts[2] not in ("s32", "u32", "s64", "u64"):
+            return None
+        cmp = parts[1]
+        unsigned = cmp in _UNSIGNED_CMP or parts[2][0] == "u"
+        cmp = _UNSIGNED_CMP.get(cmp, cmp)
+        if cmp not in _SIGNED_CMP:
+            return None
+        if not outcome:
+            cmp = _FLIP[cmp]
+        return setp.operands[1], cmp, setp.operands[2], unsigned, setp_at
+
+
+def _written(st) -> list[str]:
+    return list(prov.defs(st)) if type(st) is Instruction else []
+
+
+def _narrow(e: Expr, cmp: str, bound: Expr, unsigned: bool, k: int) -> Expr:
+    """``e`` known to satisfy ``e cmp bound + k``."""
+    delta = {"lt": -1, "le": 0, "gt": 1, "ge": 0}[cmp] + k
+    side = "cap" if cmp in ("lt", "le") else "floor"
+    return [side, e, bound, delta, unsigned]
+
+
+def launch_proof(plan: FunctionPlan) -> str | None:
+    """The JSON text of the kernel's launch proof (see the module
+    docstring), or None when some access is outside what it covers."""
+    body = plan.fn.body
+    if not plan.kernel or body is None or plan.calls.direct or plan.calls.indirect \
+            or plan.heap_calls or any(type(s) is Block for s in body):
+        return None
+    params = plan.fn.params
+    _, end = query.param_layout(params)
+    limits = 8 * len(plan.slots) if limits_as_params(params, len(plan.slots)) else 0
+    if (end + 7) // 8 * 8 + 8 + limits + 8 > PARAM_SPACE:
+        return None  # no room for the flag
+    accesses = []
+    builder = _Builder(plan)
+    try:
+        for acc in plan.accesses:
+            if acc.mode in UNCHECKED_MODES:
+                continue
+            accesses.append(_access(builder, acc))
+    except NotProvable:
+        return None
+    if not accesses:
+        return None
+    return json.dumps(accesses, separators=(",", ":"))
+
+
+def _access(builder: _Builder, acc) -> list:
+    a = acc.access
+    v = acc.value
+    if len(acc.path) != 1 or a.size is not None or a.width <= 0 \
+            or not isinstance(v, prov.Ptr) or v.off_const is None:
+        raise NotProvable("access shape")
+    al = a.alignment
+    c = v.off_const + a.address.offset
+    if v.align % al or c % al:
+        raise NotProvable("alignment")
+    at = acc.path[0]
+    if v.off_reg is None:
+        offset: Expr = ["k", 0]
+    else:
+        offset = builder.expr(Register(v.off_reg), at, builder.relations(at))
+    if acc.mode is Mode.ROOT:
+        return ["root", acc.root, offset, c, a.width, al]
+    if acc.mode is Mode.WINDOW and isinstance(v.root, prov.VarRoot) \
+            and v.root.size is not None and v.root.space == "shared" \
+            and v.root.align % al == 0:
+        return ["var", v.root.size, offset, c, a.width]
+    raise NotProvable(f"mode {acc.mode.value}")
+
+
+def unchecked_copy(body: list, label_prefix: str) -> list:
+    """The original body's instructions and labels, every label renamed with
+    ``label_prefix`` (the copy the proven launch runs); declarations stay
+    with the checked body."""
+    labels = {s.name for s in body if type(s) is Label}
+    out = []
+    for s in body:
+        if type(s) is Label:
+            out.append(Label(label_prefix + s.name))
+        elif type(s) is Instruction:
+            ops = tuple(Symbol(label_prefix + o.name) if isinstance(o, Symbol)
+                        and o.name in labels else o for o in s.operands)
+            out.append(Instruction(s.opcode, ops, s.guard, s.line) if ops != s.operands else s)
+        elif type(s) in (Loc, Pragma):
+            out.append(s)
+    return out
+

@@ -1,0 +1,108 @@
+"""Launch-time proofs (issue 14, ``checks/launch_proof.py``): a kernel whose
+accesses the launch's own values keep in bounds runs a copy without checks;
+a launch the proof does not cover (a bound past the allocation, a guard on
+the wrong buffer, a grid whose threads skip no guard) runs the checked body
+and reports exactly what the oracle reports, on the CPU device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_instrument_cpu import Buf, assert_same, kinds, run_both
+
+from gpusafe_instrument.checks import instrument
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
+
+pytestmark = pytest.mark.slow  # NVRTC and two launches per test
+
+VADD = r"""
+extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+"""
+
+STENCIL = r"""
+extern "C" __global__ void stencil(float* out, const float* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > LOW && i < n - 2)
+        out[i] = in[i - 2] + in[i - 1] + in[i] + in[i + 1] + in[i + 2];
+}
+"""
+
+ENTRY = 3  # the flag's load, its compare and the branch
+
+
+def _vadd(n_out, n_in, n, threads=64):
+    blocks = -(-max(n_out, n_in) // threads)
+    return run_both(VADD, "vadd", (blocks, 1, 1), (threads, 1, 1),
+                    [Buf(np.zeros(n_out, np.float32)), Buf(np.arange(n_in, dtype=np.float32)),
+                     Buf(np.ones(n_in, np.float32)), np.int32(n)])
+
+
+def test_a_proven_launch_runs_the_copy_without_checks():
+    o = _vadd(256, 256, 256)
+    assert o.device == [] and o.oracle == []
+    assert_same(o)
+    # 256 threads: the plain body plus the entry branch, not a single check
+    assert o.checked_instructions == o.plain_instructions + ENTRY * 256
+
+
+def test_a_bound_past_the_allocation_runs_the_checked_body():
+    o = _vadd(256, 256, 300, threads=64)
+    # n = 300 but 256 threads: still in bounds, the proof bounds i by the grid
+    assert o.device == [] and o.oracle == []
+    assert o.checked_instructions == o.plain_instructions + ENTRY * 256
+    o = _vadd(256, 320, 300, threads=64)  # 320 threads, out holds 256
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 300 - 256
+    assert o.checked_instructions > o.plain_instructions + ENTRY * 320
+    assert_same(o)
+
+
+def test_a_guard_on_the_wrong_buffer_is_caught():
+    # n bounds a and b (200 floats) but out holds 150
+    o = _vadd(150, 200, 200)
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert len(o.device) == 50
+    assert_same(o)
+
+
+@pytest.mark.parametrize("low", [1, 0])
+def test_a_lower_guard_too_weak_for_the_offset_is_caught(low):
+    # i > 1 keeps in[i - 2] in bounds: proven; i > 0 lets thread 1 read in[-1]
+    source = STENCIL.replace("LOW", str(low))
+    o = run_both(source, "stencil", (2, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(128, np.float32)), Buf(np.arange(128, dtype=np.float32)),
+                  np.int32(128)])
+    assert_same(o)
+    if low == 1:
+        assert o.device == []
+        assert o.checked_instructions == o.plain_instructions + ENTRY * 128
+    else:
+        assert kinds(o) == {"global-out-of-bounds"}
+        assert len(o.device) == 1
+
+
+def test_a_kernel_with_an_unprovable_access_has_no_proof():
+    source = r"""
+extern "C" __global__ void gather(float* out, const float* x, const int* idx, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[idx[i]];
+}
+"""
+    text = nvrtc_compile(source, "k.cu", "compute_75")
+    info = instrument(text).sites.kernels["gather"]
+    assert info.proof is None  # x[idx[i]]: the index is data
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_the_kernel_with_both_bodies_assembles(arch):
+    text = nvrtc_compile(VADD, "k.cu", "compute_75")
+    result = instrument(text)
+    assert result.sites.kernels["vadd"].proof is not None
+    ptxas(result.ptx, arch)
