@@ -77,6 +77,11 @@ class _Evaluator:
                 prods = [x * y for x in a for y in b]
                 iv = (min(prods), max(prods))
             return _fits(iv, e[3])
+        if op == "trunc":
+            return _fits(self.interval(e[1]), 32)
+        if op == "hull":
+            a, b = self.interval(e[1]), self.interval(e[2])
+            return min(a[0], b[0]), max(a[1], b[1])
         if op in ("max", "min"):
             a, b = self.interval(e[1]), self.interval(e[2])
             f = max if op == "max" else min

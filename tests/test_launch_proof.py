@@ -106,3 +106,27 @@ def test_the_kernel_with_both_bodies_assembles(arch):
     result = instrument(text)
     assert result.sites.kernels["vadd"].proof is not None
     ptxas(result.ptx, arch)
+
+
+CLAMP = r"""
+extern "C" __global__ void clamp(float* out, const float* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i < n - K ? i + 1 : i];
+}
+"""
+
+
+@pytest.mark.parametrize("k", [1, 0])
+def test_a_selected_index_is_bounded_by_the_compare_that_chose_it(k):
+    # i < n - 1 ? i + 1 : i stays below n (proven); i < n ? i + 1 : i reads in[n]
+    o = run_both(CLAMP.replace("K", str(k)), "clamp", (2, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(128, np.float32)), Buf(np.arange(128, dtype=np.float32)),
+                  np.int32(128)])
+    assert_same(o)
+    if k == 1:
+        assert o.device == []
+        assert o.checked_instructions == o.plain_instructions + ENTRY * 128
+    else:
+        assert kinds(o) == {"global-out-of-bounds"}
+        assert len(o.device) == 1

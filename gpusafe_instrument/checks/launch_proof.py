@@ -129,6 +129,8 @@ class _Builder:
                 return sub(ops[1])
             if (dst, src) in (("u64", "u32"), ("s64", "u32")):
                 return ["u", sub(ops[1])]
+            if (dst, src) in (("u32", "u64"), ("s32", "s64"), ("u32", "s64"), ("s32", "u64")):
+                return ["trunc", sub(ops[1])]  # the same value when it fits 32 bits
             raise NotProvable(f"cvt {st.opcode}")
         if st.op == "mul" and parts[1] == "wide" and len(ops) == 3:
             a, b = sub(ops[1]), sub(ops[2])
@@ -155,12 +157,51 @@ class _Builder:
                 return ["mul", sub(ops[1]), ["k", 1 << k], bits]
             if st.op in ("max", "min"):
                 return [st.op, sub(ops[1]), sub(ops[2])]
+            if st.op == "add":
+                for k in (1, 2):
+                    sel = self._selp(ops[k], at)
+                    if sel is not None:
+                        # x + (p ? a : b): (x + a under p) or (x + b under not p),
+                        # each side narrowed by the compare that chose it
+                        other = ops[3 - k]
+                        return ["hull", *(
+                            ["add", self.expr(other, at, relations + extra, depth + 1),
+                             self.expr(o, at, relations + extra, depth + 1), bits]
+                            for o, extra in sel)]
             return [st.op, sub(ops[1]), sub(ops[2]), bits]
+        sel = self._selp(Register(name), at)
+        if sel is not None:
+            # either value; each narrowed by the compare that chose it
+            return ["hull", *(self.expr(o, at, relations + extra, depth + 1)
+                              for o, extra in sel)]
         if st.op == "and" and len(ops) == 3:
             k = next((c for c in map(_imm, ops[1:]) if c is not None), None)
             if k is not None and 0 <= k < 1 << 31:
                 return ["k_range", 0, k]
         raise NotProvable(f"{st.opcode}")
+
+    def _selp(self, op: object, at: int) -> list[tuple[object, list]] | None:
+        """``op`` defined by ``selp a, b, p``: ``[(a, relations p gives),
+        (b, relations not p gives)]``."""
+        if not isinstance(op, Register):
+            return None
+        d = self.guards._single(op.name, at)
+        if d is None:
+            return None
+        st = d[1]
+        ops = st.operands
+        if st.op != "selp" or len(ops) != 4 or st.opcode.split(".")[-1] not in (
+                "s32", "u32", "b32", "s64", "u64", "b64"):
+            return None
+        pred = ops[3]
+        p = self.guards._single(pred.name, at) if isinstance(pred, Register) else None
+        if p is not None and not self.guards._dominates(p[0], d[0]):
+            p = None  # the selp might read another value of p
+        out = []
+        for o, outcome in ((ops[1], True), (ops[2], False)):
+            rel = None if p is None else self._compare(p[0], outcome)
+            out.append((o, [] if rel is None else self._implied(rel, at)))
+        return out
 
     # -- guards --------------------------------------------------------------
 
@@ -174,23 +215,32 @@ class _Builder:
         out: list[tuple[str, str, object, bool, int]] = []
         b: int | None = graph.block_of[at]
         while b is not None:
-            for x, cmp, y, unsigned, setp_at in self._edge(b):
-                for reg, c, other in ((x, cmp, y), (y, _MIRROR[cmp], x)):
-                    if not isinstance(reg, Register) or not self._stable(reg.name, setp_at, at):
-                        continue
-                    if isinstance(other, Register) and not self._stable(other.name, setp_at, at):
-                        continue
-                    out.append((reg.name, c, other, unsigned, 0))
-                    d = g._single(reg.name, at)
-                    if d is not None and not unsigned and d[1].opcode in ("add.s32", "add.s64") \
-                            and isinstance(d[1].operands[1], Register) \
-                            and _imm(d[1].operands[2]) is not None \
-                            and self._stable(d[1].operands[1].name, setp_at, at):
-                        # reg = x + K with no wrap (the expression of reg is checked
-                        # for it): x cmp other - K
-                        out.append((d[1].operands[1].name, c, other, False,
-                                    -_imm(d[1].operands[2])))
+            for rel in self._edge(b):
+                out.extend(self._implied(rel, at))
             b = g.tree.idom[b]
+        return out
+
+    def _implied(self, rel, at: int) -> list[tuple[str, str, object, bool, int]]:
+        """The relations a compare ``(x, cmp, y, unsigned, setp_at)`` known to
+        hold gives at ``at``: on ``x``, on ``y``, and on ``z`` where ``x`` or
+        ``y`` is ``z + K``."""
+        x, cmp, y, unsigned, setp_at = rel
+        g = self.guards
+        out: list[tuple[str, str, object, bool, int]] = []
+        for reg, c, other in ((x, cmp, y), (y, _MIRROR[cmp], x)):
+            if not isinstance(reg, Register) or not self._stable(reg.name, setp_at, at):
+                continue
+            if isinstance(other, Register) and not self._stable(other.name, setp_at, at):
+                continue
+            out.append((reg.name, c, other, unsigned, 0))
+            d = g._single(reg.name, at)
+            if d is not None and not unsigned and d[1].opcode in ("add.s32", "add.s64") \
+                    and isinstance(d[1].operands[1], Register) \
+                    and _imm(d[1].operands[2]) is not None \
+                    and self._stable(d[1].operands[1].name, setp_at, at):
+                # reg = z + K with no wrap (the expression of reg is checked
+                # for it): z cmp other - K
+                out.append((d[1].operands[1].name, c, other, False, -_imm(d[1].operands[2])))
         return out
 
     def _stable(self, reg: str, setp_at: int, at: int) -> bool:
