@@ -130,3 +130,30 @@ def test_a_selected_index_is_bounded_by_the_compare_that_chose_it(k):
     else:
         assert kinds(o) == {"global-out-of-bounds"}
         assert len(o.device) == 1
+
+
+NORTH = r"""
+extern "C" __global__ void north(float* out, const float* in, int rows, int cols)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r >= rows || c >= cols) return;
+    int i = r * cols + c;
+    const float* p = in + i;
+    out[i] = r > LOW ? p[-cols] : p[0];
+}
+"""
+
+
+@pytest.mark.parametrize("low", [0, -1])
+def test_an_offset_added_to_a_derived_pointer_is_bounded(low):
+    # p = in + i, then p - cols: proven under r > 0; r > -1 lets row 0 read above in
+    o = run_both(NORTH.replace("LOW", str(low)), "north", (2, 2, 1), (8, 8, 1),
+                 [Buf(np.zeros(256, np.float32)), Buf(np.arange(256, dtype=np.float32)),
+                  np.int32(16), np.int32(16)])
+    assert_same(o)
+    if low == 0:
+        assert o.device == []
+        assert o.checked_instructions == o.plain_instructions + ENTRY * 256
+    else:
+        assert kinds(o) == {"global-out-of-bounds"}
+        assert len(o.device) == 16

@@ -40,7 +40,7 @@ import json
 
 from .. import provenance as prov
 from .. import query
-from ..nodes import Block, Instruction, Label, Loc, Pragma, Register, Symbol
+from ..nodes import Instruction, Label, Loc, Pragma, Register, RegisterDecl, Symbol, Variable
 from .emission import PARAM_SPACE, limits_as_params
 from .guards import Guards, _imm
 from .planning import UNCHECKED_MODES, FunctionPlan, Mode
@@ -55,6 +55,12 @@ _SIGNED_CMP = {"lt", "le", "gt", "ge"}
 _UNSIGNED_CMP = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
 _FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt"}
 _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+_COPIED = (Instruction, Label, Loc, Pragma, RegisterDecl, Variable)
+"""What a body may hold for its copy to be made (a nested scope or a
+``.branchtargets`` list is not copied)."""
+_NOT_COPIED = {"brx", "call"}  # they name labels or functions through other statements
 
 
 class NotProvable(Exception):
@@ -174,11 +180,42 @@ class _Builder:
             # either value; each narrowed by the compare that chose it
             return ["hull", *(self.expr(o, at, relations + extra, depth + 1)
                               for o, extra in sel)]
+        if st.opcode in ("neg.s32", "neg.s64") and len(ops) == 2:
+            return ["sub", ["k", 0], sub(ops[1]), bits]
         if st.op == "and" and len(ops) == 3:
             k = next((c for c in map(_imm, ops[1:]) if c is not None), None)
             if k is not None and 0 <= k < 1 << 31:
                 return ["k_range", 0, k]
         raise NotProvable(f"{st.opcode}")
+
+    def root_offset(self, reg: str, root: prov.ParamRoot, at: int, relations,
+                    depth: int = 0) -> Expr:
+        """The offset of pointer register ``reg`` from kernel parameter
+        ``root``'s value: through ``cvta.to.global``, ``mov`` and ``add`` of
+        a scalar, down to the ``ld.param`` of the root."""
+        d = self.guards._single(reg, at)
+        if d is None or depth > 16:
+            raise NotProvable(f"{reg}: no single dominating definition")
+        st = d[1]
+        ops = st.operands
+        if st.op == "ld" and st.opcode in ("ld.param.u64", "ld.param.b64", "ld.param.s64") \
+                and len(ops) == 2 and isinstance(getattr(ops[1], "base", None), Symbol):
+            if ops[1].base.name == root.param and ops[1].offset == root.offset:
+                return ["k", 0]
+            raise NotProvable("another parameter")
+        if st.opcode in ("cvta.to.global.u64", "mov.u64", "mov.b64") and len(ops) == 2 \
+                and isinstance(ops[1], Register):
+            return self.root_offset(ops[1].name, root, at, relations, depth + 1)
+        if st.opcode in ("add.s64", "add.u64") and len(ops) == 3:
+            for k in (1, 2):
+                base, other = ops[k], ops[3 - k]
+                if isinstance(base, Register) and prov.reg_bits(self.types, base.name) == 64:
+                    try:
+                        inner = self.root_offset(base.name, root, at, relations, depth + 1)
+                    except NotProvable:
+                        continue
+                    return ["add", inner, self.expr(other, at, relations, depth + 1), 64]
+        raise NotProvable(f"{st.opcode} in a pointer")
 
     def _selp(self, op: object, at: int) -> list[tuple[object, list]] | None:
         """``op`` defined by ``selp a, b, p``: ``[(a, relations p gives),
@@ -190,6 +227,8 @@ class _Builder:
             return None
         st = d[1]
         ops = st.operands
+        if st.opcode == "cvt.s64.s32" and len(ops) == 2:  # the same value, sign-extended
+            return self._selp(ops[1], at)
         if st.op != "selp" or len(ops) != 4 or st.opcode.split(".")[-1] not in (
                 "s32", "u32", "b32", "s64", "u64", "b64"):
             return None
@@ -321,7 +360,9 @@ def launch_proof(plan: FunctionPlan) -> str | None:
     docstring), or None when some access is outside what it covers."""
     body = plan.fn.body
     if not plan.kernel or body is None or plan.calls.direct or plan.calls.indirect \
-            or plan.heap_calls or any(type(s) is Block for s in body):
+            or plan.heap_calls or any(
+                type(s) not in _COPIED or (type(s) is Instruction and s.op in _NOT_COPIED)
+                for s in body):
         return None
     params = plan.fn.params
     _, end = query.param_layout(params)
@@ -346,17 +387,24 @@ def _access(builder: _Builder, acc) -> list:
     a = acc.access
     v = acc.value
     if len(acc.path) != 1 or a.size is not None or a.width <= 0 \
-            or not isinstance(v, prov.Ptr) or v.off_const is None:
+            or not isinstance(v, prov.Ptr):
         raise NotProvable("access shape")
     al = a.alignment
-    c = v.off_const + a.address.offset
+    at = acc.path[0]
+    relations = builder.relations(at)
+    if v.off_const is not None:
+        c = v.off_const + a.address.offset
+        offset: Expr = ["k", 0] if v.off_reg is None \
+            else builder.expr(Register(v.off_reg), at, relations)
+    elif acc.mode is Mode.ROOT and isinstance(a.address.base, Register):
+        # base + x + y...: the offset is the sum of what was added to the root
+        c = a.address.offset
+        offset = builder.root_offset(a.address.base.name, builder.plan.roots[acc.root], at,
+                                     relations)
+    else:
+        raise NotProvable("offset from the root")
     if v.align % al or c % al:
         raise NotProvable("alignment")
-    at = acc.path[0]
-    if v.off_reg is None:
-        offset: Expr = ["k", 0]
-    else:
-        offset = builder.expr(Register(v.off_reg), at, builder.relations(at))
     if acc.mode is Mode.ROOT:
         return ["root", acc.root, offset, c, a.width, al]
     if acc.mode is Mode.WINDOW and isinstance(v.root, prov.VarRoot) \
