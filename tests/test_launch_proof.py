@@ -157,3 +157,36 @@ def test_an_offset_added_to_a_derived_pointer_is_bounded(low):
     else:
         assert kinds(o) == {"global-out-of-bounds"}
         assert len(o.device) == 16
+
+
+SMOOTH = r"""
+extern "C" __global__ void smooth(float* out, const float* in, int n)
+{
+    __shared__ alignas(16) float tile[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        unsigned s = (unsigned)__cvta_generic_to_shared(&tile[threadIdx.x]);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(s), "l"(in + i) : "memory");
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    if (i < n) out[i] = tile[threadIdx.x % 256];
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [256, 320])
+def test_a_shared_tile_is_proven_for_the_launchs_block_size_only(threads):
+    # tile[threadIdx.x] fits 256 threads a block; with 320 the copies of
+    # threads 256..319 land past the tile
+    o = run_both(SMOOTH, "smooth", (1, 1, 1), (threads, 1, 1),
+                 [Buf(np.zeros(threads, np.float32)),
+                  Buf(np.arange(threads, dtype=np.float32)), np.int32(threads)],
+                 arch="compute_80")
+    if threads == 256:
+        assert_same(o)
+        assert o.device == []
+        assert o.checked_instructions == o.plain_instructions + ENTRY * threads
+    else:
+        assert kinds(o) == {"shared-out-of-bounds"}
+        assert o.device == o.oracle

@@ -188,28 +188,43 @@ class _Builder:
                 return ["k_range", 0, k]
         raise NotProvable(f"{st.opcode}")
 
-    def root_offset(self, reg: str, root: prov.ParamRoot, at: int, relations,
+    def root_offset(self, reg: str, root: prov.ParamRoot | prov.VarRoot, at: int, relations,
                     depth: int = 0) -> Expr:
-        """The offset of pointer register ``reg`` from kernel parameter
-        ``root``'s value: through ``cvta.to.global``, ``mov`` and ``add`` of
-        a scalar, down to the ``ld.param`` of the root."""
+        """The offset of pointer register ``reg`` from ``root`` (a kernel
+        parameter's value, or a variable's address): through ``cvta``,
+        ``mov``, a shared address truncated to 32 bits and ``add`` of a
+        scalar, down to the ``ld.param`` of the root (``mov`` of the
+        variable)."""
         d = self.guards._single(reg, at)
         if d is None or depth > 16:
             raise NotProvable(f"{reg}: no single dominating definition")
         st = d[1]
         ops = st.operands
-        if st.op == "ld" and st.opcode in ("ld.param.u64", "ld.param.b64", "ld.param.s64") \
-                and len(ops) == 2 and isinstance(getattr(ops[1], "base", None), Symbol):
+        var = isinstance(root, prov.VarRoot)
+        if not var and st.op == "ld" and len(ops) == 2 \
+                and st.opcode in ("ld.param.u64", "ld.param.b64", "ld.param.s64") \
+                and isinstance(getattr(ops[1], "base", None), Symbol):
             if ops[1].base.name == root.param and ops[1].offset == root.offset:
                 return ["k", 0]
             raise NotProvable("another parameter")
-        if st.opcode in ("cvta.to.global.u64", "mov.u64", "mov.b64") and len(ops) == 2 \
-                and isinstance(ops[1], Register):
+        if var and st.opcode in ("mov.u64", "mov.b64", "mov.u32", "mov.b32") and len(ops) == 2 \
+                and isinstance(ops[1], Symbol):
+            if ops[1].name == root.name:
+                return ["k", 0]
+            raise NotProvable("another variable")
+        moves = ("mov.u64", "mov.b64", "cvta.to.global.u64") if not var else (
+            "mov.u64", "mov.b64", "mov.u32", "mov.b32", "cvta.shared.u64", "cvta.to.shared.u64",
+            "cvta.shared.u32", "cvta.to.shared.u32")
+        # a shared address fits 32 bits: the truncation keeps the offset of an
+        # access that is proven inside its variable
+        if var and st.opcode in ("cvt.u32.u64", "cvt.s32.s64") and isinstance(ops[1], Register):
             return self.root_offset(ops[1].name, root, at, relations, depth + 1)
-        if st.opcode in ("add.s64", "add.u64") and len(ops) == 3:
+        if st.opcode in moves and len(ops) == 2 and isinstance(ops[1], Register):
+            return self.root_offset(ops[1].name, root, at, relations, depth + 1)
+        if st.opcode in ("add.s64", "add.u64", "add.s32", "add.u32") and len(ops) == 3:
             for k in (1, 2):
                 base, other = ops[k], ops[3 - k]
-                if isinstance(base, Register) and prov.reg_bits(self.types, base.name) == 64:
+                if isinstance(base, Register):
                     try:
                         inner = self.root_offset(base.name, root, at, relations, depth + 1)
                     except NotProvable:
@@ -396,11 +411,12 @@ def _access(builder: _Builder, acc) -> list:
         c = v.off_const + a.address.offset
         offset: Expr = ["k", 0] if v.off_reg is None \
             else builder.expr(Register(v.off_reg), at, relations)
-    elif acc.mode is Mode.ROOT and isinstance(a.address.base, Register):
+    elif isinstance(a.address.base, Register) and (
+            acc.mode is Mode.ROOT or isinstance(v.root, prov.VarRoot)):
         # base + x + y...: the offset is the sum of what was added to the root
         c = a.address.offset
-        offset = builder.root_offset(a.address.base.name, builder.plan.roots[acc.root], at,
-                                     relations)
+        root = builder.plan.roots[acc.root] if acc.mode is Mode.ROOT else v.root
+        offset = builder.root_offset(a.address.base.name, root, at, relations)
     else:
         raise NotProvable("offset from the root")
     if v.align % al or c % al:
