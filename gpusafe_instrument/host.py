@@ -205,13 +205,11 @@ def violation_buffer(capacity: int) -> bytes:
 
 
 def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
-                  context: bytes = b"", *, proven: bool = False) -> bytes:
+                  context: bytes = b"") -> bytes:
     """The instrumented kernel's parameter buffer: the original one, padded to
     the hidden parameter, then the hidden parameter: the context's address;
     then, for a kernel taking them (``limit_params``), the check slots'
-    limits, copied from the end of ``context`` (the launch context's bytes);
-    then, for a kernel with a launch proof, its flag (``proven``: the host
-    proved this launch, ``launch_bounds.launch_proven``)."""
+    limits, copied from the end of ``context`` (the launch context's bytes)."""
     buf = bytearray(params[:kernel.context_param_offset])
     buf += bytes(kernel.context_param_offset - len(buf))
     buf += context_address.to_bytes(8, "little")
@@ -219,8 +217,6 @@ def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
         limits = context[len(context) - 8 * len(kernel.slots):]
         assert len(limits) == 8 * len(kernel.slots)
         buf += limits
-    if kernel.proof is not None:
-        buf += int(proven).to_bytes(8, "little")
     return bytes(buf)
 
 
@@ -229,7 +225,8 @@ def proven(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRe
            heap_blocks: Sequence[HeapBlock] = ()) -> bool:
     """Whether this launch of ``kernel`` (packed ``params``, the grid and
     block dimensions) keeps every access in bounds by the kernel's launch
-    proof: the kernel may then run its copy without checks."""
+    proof: its proven entry (``checks.launch_proof.proven_entry``), which
+    has no checks, may then run instead, with the same parameters."""
     if kernel.proof is None:
         return False
     roots = [resolve(v, allocations, heap_blocks) for v in root_values(kernel, params)]

@@ -60,6 +60,10 @@ class SlotInfo:
     align: int
 
 
+PROVEN_SUFFIX = "__gpusafe_proven"
+"""A kernel's proven entry is its name followed by this (``KernelInfo.proof``)."""
+
+
 @dataclass(frozen=True)
 class KernelInfo:
     name: str
@@ -69,15 +73,21 @@ class KernelInfo:
     slots: tuple[SlotInfo, ...]
     limit_params: bool = False  # each slot's limit is a hidden .u64 after the context pointer
     proof: str | None = None
-    """The launch proof (JSON, ``checks/launch_proof.py``): when set, a hidden
-    ``.u64`` after the limits tells the kernel the host proved the launch."""
+    """The launch proof (JSON, ``checks/launch_proof.py``): when set, the
+    module holds the kernel's proven entry (``proven_entry``), which takes
+    the same parameters and is launched instead when the host proves the
+    launch (``host.proven``)."""
+
+    @property
+    def proven_entry(self) -> str:
+        """The name of the kernel's proven entry (``proof`` set)."""
+        return self.name + PROVEN_SUFFIX
 
     @property
     def param_buffer_size(self) -> int:
         """Bytes of the instrumented kernel's parameters: the original ones,
         then the hidden ``.u64`` context pointer (and the slots' limits)."""
-        return (self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
-                + (8 if self.proof is not None else 0))
+        return self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
 
     @property
     def hidden_limit_offsets(self) -> tuple[int, ...]:
@@ -88,15 +98,8 @@ class KernelInfo:
 
     @property
     def hidden_offsets(self) -> tuple[int, ...]:
-        """Offsets of every hidden parameter: the context pointer, the limits,
-        the launch proof's flag."""
-        flag = () if self.proof is None else (self.proven_offset,)
-        return (self.context_param_offset, *self.hidden_limit_offsets, *flag)
-
-    @property
-    def proven_offset(self) -> int:
-        """Offset of the launch proof's flag (``proof`` set)."""
-        return self.context_param_offset + 8 + 8 * len(self.hidden_limit_offsets)
+        """Offsets of every hidden parameter: the context pointer, the limits."""
+        return (self.context_param_offset, *self.hidden_limit_offsets)
 
 
 @dataclass

@@ -61,14 +61,11 @@ def test_every_kernel_gets_the_hidden_parameter(results, name):
     for fn in module.functions:
         if fn.is_kernel and fn.body is not None:
             # the context pointer, then (limits_as_params) the slots' limits
-            own = [p for p in fn.params
-                   if not p.name.startswith(("__gpusafe_lim", "__gpusafe_proven"))]
+            own = [p for p in fn.params if not p.name.startswith("__gpusafe_lim")]
             hidden = own[-1]
             assert hidden.name == CONTEXT_PARAM
             assert (hidden.type, hidden.dims) == (".u64", ())
             limits = fn.params[len(own):]
-            if limits and limits[-1].name == "__gpusafe_proven":  # a launch proof's flag
-                limits = limits[:-1]
             assert all((p.type, p.dims) == (".u64", ()) for p in limits)
             assert [p.name for p in limits] == [f"__gpusafe_lim{i}" for i in range(len(limits))]
 

@@ -20,8 +20,7 @@ from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 def _context_last(fn) -> bool:
     """The launch context is the last hidden parameter but the check slots'
     limits (``emission.limits_as_params``)."""
-    names = [p.name for p in fn.params
-             if not p.name.startswith(("__gpusafe_lim", "__gpusafe_proven"))]
+    names = [p.name for p in fn.params if not p.name.startswith("__gpusafe_lim")]
     return names[-1] == CONTEXT_PARAM
 
 
@@ -64,9 +63,8 @@ def test_every_kernel_gets_one_hidden_trailing_parameter():
     info = r.sites.kernels["k"]
     assert (k.params[-1].type, k.params[-1].dims) == (".u64", ())
     limits = len(info.hidden_limit_offsets)  # the slots' limits follow it
-    flag = info.proof is not None  # then a launch proof's flag
-    assert info.param_buffer_size == info.context_param_offset + 8 + 8 * (limits + flag)
-    assert len(k.params) == 3 + limits + flag
+    assert info.param_buffer_size == info.context_param_offset + 8 + 8 * limits
+    assert len(k.params) == 3 + limits
 
 
 def test_the_result_assembles():

@@ -77,7 +77,7 @@ def run(spec: KernelSpec, text: str, shrink: str | None):
             launch = pipeline.prepare(result.sites, spec.kernel, params, allocs,
                                       dynamic_shared=spec.shared_bytes, grid=spec.grid,
                                       block=spec.block)
-            prog.launch(spec.kernel, spec.grid, spec.block, spec.shared_bytes, launch.params)
+            prog.launch(launch.entry, spec.grid, spec.block, spec.shared_bytes, launch.params)
             records, dropped = pipeline.collect(launch)
             assert dropped == 0
             found.append(sorted((str(v.kind), v.site.ptx_line, v.address, v.thread, v.block)

@@ -1,5 +1,6 @@
-"""Launch-time proofs (issue 14, ``checks/launch_proof.py``): a kernel whose
-accesses the launch's own values keep in bounds runs a copy without checks;
+"""Launch-time proofs (issue 14, ``checks/launch_proof.py``): a launch whose
+values keep every access of the kernel in bounds runs its proven entry (the
+original body, no checks);
 a launch the proof does not cover (a bound past the allocation, a guard on
 the wrong buffer, a grid whose threads skip no guard) runs the checked body
 and reports exactly what the oracle reports, on the CPU device.
@@ -33,7 +34,7 @@ extern "C" __global__ void stencil(float* out, const float* in, int n)
 }
 """
 
-ENTRY = 3  # the flag's load, its compare and the branch
+ENTRY = 0  # a proven launch runs the proven entry: the plain body, nothing added
 
 
 def _vadd(n_out, n_in, n, threads=64):
@@ -47,7 +48,7 @@ def test_a_proven_launch_runs_the_copy_without_checks():
     o = _vadd(256, 256, 256)
     assert o.device == [] and o.oracle == []
     assert_same(o)
-    # 256 threads: the plain body plus the entry branch, not a single check
+    # exactly the plain kernel's instructions: the proven entry ran
     assert o.checked_instructions == o.plain_instructions + ENTRY * 256
 
 
@@ -190,3 +191,64 @@ def test_a_shared_tile_is_proven_for_the_launchs_block_size_only(threads):
     else:
         assert kinds(o) == {"shared-out-of-bounds"}
         assert o.device == o.oracle
+
+
+def _door_launch(n_buffer: int, threads: int, n: int):
+    """vadd through the Python door's driver wrappers on a CPU device of
+    its own: (the report's violation kinds, the functions the backend
+    launched, the kernel's handle, its proven entry's handle)."""
+    from cuda.bindings import driver as cuda_driver
+
+    from gpusafe.backends.cpu import CpuBackend
+    from gpusafe.doors.python_driver import DriverDoor
+    from gpusafe.engine.checking import Engine, Policy
+    from gpusafe.engine.findings import Findings
+    from gpusafe.report import ReportBuilder
+
+    backend = CpuBackend()
+    drv = backend.driver
+    launched = []
+
+    def launch(f, *rest):
+        launched.append(int(f))
+        return drv.cuLaunchKernel(f, *rest)
+
+    real = {name: getattr(drv, name) for name in dir(cuda_driver) if name.startswith("cu")
+            and hasattr(drv, name)}
+    real["cuLaunchKernel"] = launch
+    engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), Policy())
+    w = {**real, **DriverDoor(engine, real).wrappers()}
+
+    def ok(result):
+        assert int(result[0]) == 0, result
+        return result[1] if len(result) == 2 else None
+
+    ok(w["cuInit"](0))
+    ctx = ok(w["cuCtxCreate"](None, 0, ok(w["cuDeviceGet"](0))))
+    text = nvrtc_compile(VADD, "k.cu", "compute_75")
+    module = ok(w["cuModuleLoadData"](text.encode() + b"\0"))
+    fn = ok(w["cuModuleGetFunction"](module, b"vadd"))
+    bufs = [ok(w["cuMemAlloc"](4 * n_buffer)) for _ in range(3)]
+    args = [np.array([int(b)], np.uint64) for b in bufs] + [np.array([n], np.int32)]
+    params = np.array([a.ctypes.data for a in args], np.uint64)
+    ok(w["cuLaunchKernel"](fn, -(-n // threads), 1, 1, threads, 1, 1, 0, 0, params.ctypes.data,
+                           0))
+    ok(w["cuCtxSynchronize"]())
+    engine.drain()
+    report = engine.findings.report.build(exit_code=0).to_dict()
+    proven = engine.modules.proven(int(fn))
+    ok(w["cuCtxDestroy"](ctx))
+    return ([v["kind"] for v in report["violations"]], launched, int(fn),
+            None if proven is None else int(proven))
+
+
+def test_the_python_door_launches_the_proven_entry_of_a_proven_launch():
+    kinds_found, launched, fn, proven = _door_launch(256, 64, 256)
+    assert kinds_found == []
+    assert proven is not None and launched == [proven]
+
+
+def test_the_python_door_launches_the_checked_kernel_when_the_proof_fails():
+    kinds_found, launched, fn, proven = _door_launch(256, 64, 300)  # 300 threads, 256 floats
+    assert kinds_found == ["global-out-of-bounds"] * 3  # a[i], b[i] and out[i], i >= 256
+    assert launched == [fn] and proven is not None

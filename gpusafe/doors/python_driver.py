@@ -186,7 +186,7 @@ class DriverDoor(ApiWrappers):
                 return real(f, gx, gy, gz, bx, by, bz, shared, stream, *args)
             return engine.launch(
                 f, shared, kernelParams, extra,
-                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
+                lambda kp, ex, fn=f: real(fn, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
                 program_site, dims=((gx, gy, gz), (bx, by, bz)))
 
         return wrapper
@@ -200,7 +200,7 @@ class DriverDoor(ApiWrappers):
         def wrapper(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams):
             return engine.launch(
                 f, shared, kernelParams, 0,
-                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp),
+                lambda kp, ex, fn=f: real(fn, gx, gy, gz, bx, by, bz, shared, stream, kp),
                 program_site, cooperative="cuLaunchCooperativeKernel",
                 dims=((gx, gy, gz), (bx, by, bz)))
 

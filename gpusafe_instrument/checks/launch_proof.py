@@ -1,5 +1,5 @@
-"""Launch-time proofs (issue 14): a kernel whose every access the host can
-show in bounds from the launch's own values runs a copy without checks.
+"""Launch-time proofs (issue 14): a launch whose own values keep every access
+of the kernel in bounds runs the kernel's *proven entry*, its original body.
 
 Many kernels index their buffers with ``blockIdx.x * blockDim.x +
 threadIdx.x`` under a guard ``if (i < n)``: in bounds exactly when ``n``
@@ -9,14 +9,17 @@ dimensions).  For such a kernel the pass writes, for each checked access,
 its offset as an expression over the kernel's scalar parameters, the
 special registers (``%tid``, ``%ntid``, ``%ctaid``, ``%nctaid``) and
 constants, narrowed by the compares of the branches that dominate the
-access (:func:`launch_proof`).  The host evaluates those expressions over
+access (:func:`launch_proof`), and adds to the module a second entry,
+``<kernel>__gpusafe_proven`` (:func:`proven_entry`): the original body
+with the checked kernel's parameters, hidden ones included, so the same
+argument buffer launches either.  The host evaluates the expressions over
 intervals at each launch (``gpusafe_instrument.launch_bounds``); when every
 access then lies inside its root's allocation (or its shared variable),
-aligned, with no 32-bit intermediate able to wrap, it sets the hidden
-parameter ``__gpusafe_proven`` and the kernel branches at entry to a copy of
-its original body.  Otherwise the checked body runs, as before: a bound past
-the allocation, a guard on the wrong variable, a grid larger than ``n``
-covers, all leave the proof unmet and every access checked.
+aligned, with no intermediate able to wrap, the launch pipeline names the
+proven entry (``Launch.entry``) and the door launches it.  Otherwise the
+checked kernel runs, as before: a bound past the allocation, a guard on the
+wrong variable, a grid larger than ``n`` covers, all leave the proof unmet
+and every access checked.
 
 Why it is sound: every register in an expression has one unguarded
 definition dominating the access (``Guards._single``), so it holds one value
@@ -30,8 +33,7 @@ where a 32-bit value read as unsigned could be negative.
 What is not proven (the kernel keeps only its checked body): accesses with a
 lookup (unknown provenance), dynamic shared memory, local memory, pointer
 inductions (a register written in a loop), a constant offset the analysis
-lost, kernels with calls or nested scopes, and kernels whose parameters do
-not leave room for the flag (``limits_as_params``).
+lost, kernels with calls, ``brx.idx`` or nested scopes.
 """
 
 from __future__ import annotations
@@ -39,14 +41,17 @@ from __future__ import annotations
 import json
 
 from .. import provenance as prov
-from .. import query
 from ..nodes import Instruction, Label, Loc, Pragma, Register, RegisterDecl, Symbol, Variable
-from .emission import PARAM_SPACE, limits_as_params
+from ..sites import PROVEN_SUFFIX
 from .guards import Guards, _imm
 from .planning import UNCHECKED_MODES, FunctionPlan, Mode
 
-PROVEN_PARAM = "__gpusafe_proven"
-"""The hidden ``.u64`` kernel parameter: non-zero when the host proved the launch."""
+
+def proven_entry(kernel: str) -> str:
+    """The name of ``kernel``'s proven entry: its original body, with the
+    checked kernel's parameters, launched instead of it when the host proves
+    the launch."""
+    return kernel + PROVEN_SUFFIX
 
 _SPECIAL = {"tid", "ntid", "ctaid", "nctaid"}
 _ARITH = {"add": "add", "sub": "sub", "mul": "mul", "mad": "mad", "shl": "shl",
@@ -58,9 +63,8 @@ _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
 
 _COPIED = (Instruction, Label, Loc, Pragma, RegisterDecl, Variable)
-"""What a body may hold for its copy to be made (a nested scope or a
-``.branchtargets`` list is not copied)."""
-_NOT_COPIED = {"brx", "call"}  # they name labels or functions through other statements
+"""What a body may hold for the proven entry to copy it."""
+_NOT_COPIED = {"brx", "call"}  # a call's callee may need the context; an indirect branch
 
 
 class NotProvable(Exception):
@@ -379,11 +383,6 @@ def launch_proof(plan: FunctionPlan) -> str | None:
                 type(s) not in _COPIED or (type(s) is Instruction and s.op in _NOT_COPIED)
                 for s in body):
         return None
-    params = plan.fn.params
-    _, end = query.param_layout(params)
-    limits = 8 * len(plan.slots) if limits_as_params(params, len(plan.slots)) else 0
-    if (end + 7) // 8 * 8 + 8 + limits + 8 > PARAM_SPACE:
-        return None  # no room for the flag
     accesses = []
     builder = _Builder(plan)
     try:
@@ -428,22 +427,3 @@ def _access(builder: _Builder, acc) -> list:
             and v.root.align % al == 0:
         return ["var", v.root.size, offset, c, a.width]
     raise NotProvable(f"mode {acc.mode.value}")
-
-
-def unchecked_copy(body: list, label_prefix: str) -> list:
-    """The original body's instructions and labels, every label renamed with
-    ``label_prefix`` (the copy the proven launch runs); declarations stay
-    with the checked body."""
-    labels = {s.name for s in body if type(s) is Label}
-    out = []
-    for s in body:
-        if type(s) is Label:
-            out.append(Label(label_prefix + s.name))
-        elif type(s) is Instruction:
-            ops = tuple(Symbol(label_prefix + o.name) if isinstance(o, Symbol)
-                        and o.name in labels else o for o in s.operands)
-            out.append(Instruction(s.opcode, ops, s.guard, s.line) if ops != s.operands else s)
-        elif type(s) in (Loc, Pragma):
-            out.append(s)
-    return out
-

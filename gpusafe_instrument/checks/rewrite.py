@@ -30,7 +30,7 @@ from ..nodes import (
 from ..printer import statements_text
 from . import conditions as cond
 from .emission import Emitter, I
-from .launch_proof import PROVEN_PARAM, launch_proof, unchecked_copy
+from .launch_proof import launch_proof
 from .optimisation import (
     CONVERGENT,
     LoopHoister,
@@ -294,19 +294,6 @@ class FunctionRewriter:
         assert body is not None
         return self._before.get((i,), []) + [body[i]] + self._after.get((i,), [])
 
-    def _proven_entry(self, new_body: Code, original: Code) -> None:
-        """A kernel with a launch proof (``launch_proof``): on entry, the
-        branch to a copy of its original body when the host proved the
-        launch, that copy placed after the slow paths."""
-        em = self.em
-        proven = em.label("proven")
-        at = _prologue_position(new_body)
-        new_body[at:at] = _proven_entry_code(em, proven)
-        new_body.append(ptx.Label(proven))
-        new_body.extend(_printed(unchecked_copy(original, proven + "_")))
-        self.plan.stats.proven_at_launch = sum(
-            a.mode not in UNCHECKED_MODES for a in self.plan.accesses)
-
     # -- the function ---------------------------------------------------------
 
     def rewrite(self) -> None:
@@ -356,16 +343,11 @@ class FunctionRewriter:
             new_body[at:at] = prologue
         new_body.extend(self._slow_paths)
         if plan.launch_proof is not None:
-            self._proven_entry(new_body, body)
+            plan.original_body = body  # the proven entry's body (``driver``)
+            plan.stats.proven_at_launch = sum(
+                a.mode not in UNCHECKED_MODES for a in plan.accesses)
         decls: Code = [RegisterDecl(t, ((n, None),)) for n, t in self.em.extra_regs.items()]
         fn.body = decls + new_body
-
-
-def _proven_entry_code(em: Emitter, label: str) -> Code:
-    flag, taken = em.reg("proven", ".b64"), em.reg("pp", ".pred")
-    return [I("ld.param.u64", flag, ptx.Address(ptx.Symbol(PROVEN_PARAM))),
-            I("setp.ne.u64", taken, flag, 0),
-            I("bra", label, guard=ptx.Guard(taken))]
 
 
 def _printed(code: Code) -> Code:
