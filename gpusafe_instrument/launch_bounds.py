@@ -89,7 +89,9 @@ class _Evaluator:
         if op in ("cap", "floor"):
             lo, hi = self.interval(e[1])
             blo, bhi = self.interval(e[2])
-            delta, unsigned = e[3], e[4]
+            delta, unsigned, k, bits = e[3], e[4], e[5], e[6]
+            if bits:  # the compare saw x + k: it must not have wrapped
+                _fits((lo + k, hi + k), bits)
             if unsigned:
                 # x <u b with b non-negative: x is in [0, b - 1] whatever its sign
                 if blo < 0 or bhi >= 1 << 31 or (op == "floor" and lo < 0):

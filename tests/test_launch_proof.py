@@ -252,3 +252,29 @@ def test_the_python_door_launches_the_checked_kernel_when_the_proof_fails():
     kinds_found, launched, fn, proven = _door_launch(256, 64, 300)  # 300 threads, 256 floats
     assert kinds_found == ["global-out-of-bounds"] * 3  # a[i], b[i] and out[i], i >= 256
     assert launched == [fn] and proven is not None
+
+
+WRAP = r"""
+extern "C" __global__ void wrap(float* out, int step, int n)
+{
+    int x = threadIdx.x * step;
+    if (x + 1 < n) out[x] = 1.0f;
+}
+"""
+
+
+def test_a_guard_on_x_plus_one_bounds_x_only_where_x_plus_one_cannot_wrap():
+    # thread 1: x = INT_MAX, x + 1 wraps to INT_MIN < n: the guard passes and
+    # out[INT_MAX] is written; the guard says x < n - 1 only without the wrap
+    o = run_both(WRAP, "wrap", (1, 1, 1), (2, 1, 1),
+                 [Buf(np.zeros(16, np.float32)), np.int32(2**31 - 1), np.int32(16)])
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert o.device == o.oracle
+
+
+def test_a_guard_on_x_plus_one_proves_x_when_it_cannot_wrap():
+    o = run_both(WRAP, "wrap", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(16, np.float32)), np.int32(2), np.int32(16)])
+    assert_same(o)
+    assert o.device == []
+    assert o.checked_instructions == o.plain_instructions

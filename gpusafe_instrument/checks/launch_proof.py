@@ -83,7 +83,7 @@ class _Builder:
 
     # -- registers to expressions ------------------------------------------
 
-    def expr(self, op: object, at: int, relations: list[tuple[str, str, object, bool, int]],
+    def expr(self, op: object, at: int, relations: list[tuple[str, str, object, bool, int, int]],
              depth: int = 0) -> Expr:
         """The expression of operand ``op`` as read at statement ``at``,
         narrowed by ``relations`` (``Builder.relations``)."""
@@ -99,11 +99,11 @@ class _Builder:
             sreg, axis = name[1:].split(".")
             return ["s", sreg, axis]
         e = self._definition(name, at, relations, depth)
-        for reg, cmp, other, unsigned, k in relations:
+        for reg, cmp, other, unsigned, k, bits in relations:
             if reg != name:
                 continue
             bound = self.expr(other, at, [], depth + 1)
-            e = _narrow(e, cmp, bound, unsigned, k)
+            e = _narrow(e, cmp, bound, unsigned, k, bits)
         return e
 
     def _definition(self, name: str, at: int, relations, depth: int) -> Expr:
@@ -263,14 +263,15 @@ class _Builder:
 
     # -- guards --------------------------------------------------------------
 
-    def relations(self, at: int) -> list[tuple[str, str, object, bool, int]]:
-        """``(reg, cmp, other, unsigned, k)`` for every compare of a branch
-        dominating statement ``at`` whose outcome ``at``'s block implies:
-        ``reg cmp other + k`` holds at ``at``.  A compare of ``x + K`` (``add``
+    def relations(self, at: int) -> list[tuple[str, str, object, bool, int, int]]:
+        """``(reg, cmp, other, unsigned, k, bits)`` for every compare of a
+        branch dominating statement ``at`` whose outcome ``at``'s block
+        implies: ``reg cmp other + k`` holds at ``at`` (``bits``: when
+        ``reg - k`` fits them, see ``_narrow``).  A compare of ``x + K`` (``add``
         of an immediate, one definition) bounds ``x`` too."""
         g = self.guards
         graph = g.graph
-        out: list[tuple[str, str, object, bool, int]] = []
+        out: list[tuple[str, str, object, bool, int, int]] = []
         b: int | None = graph.block_of[at]
         while b is not None:
             for rel in self._edge(b):
@@ -278,27 +279,28 @@ class _Builder:
             b = g.tree.idom[b]
         return out
 
-    def _implied(self, rel, at: int) -> list[tuple[str, str, object, bool, int]]:
+    def _implied(self, rel, at: int) -> list[tuple[str, str, object, bool, int, int]]:
         """The relations a compare ``(x, cmp, y, unsigned, setp_at)`` known to
         hold gives at ``at``: on ``x``, on ``y``, and on ``z`` where ``x`` or
         ``y`` is ``z + K``."""
         x, cmp, y, unsigned, setp_at = rel
         g = self.guards
-        out: list[tuple[str, str, object, bool, int]] = []
+        out: list[tuple[str, str, object, bool, int, int]] = []
         for reg, c, other in ((x, cmp, y), (y, _MIRROR[cmp], x)):
             if not isinstance(reg, Register) or not self._stable(reg.name, setp_at, at):
                 continue
             if isinstance(other, Register) and not self._stable(other.name, setp_at, at):
                 continue
-            out.append((reg.name, c, other, unsigned, 0))
+            out.append((reg.name, c, other, unsigned, 0, 0))
             d = g._single(reg.name, at)
             if d is not None and not unsigned and d[1].opcode in ("add.s32", "add.s64") \
                     and isinstance(d[1].operands[1], Register) \
                     and _imm(d[1].operands[2]) is not None \
                     and self._stable(d[1].operands[1].name, setp_at, at):
-                # reg = z + K with no wrap (the expression of reg is checked
-                # for it): z cmp other - K
-                out.append((d[1].operands[1].name, c, other, False, -_imm(d[1].operands[2])))
+                # reg = z + K: z cmp other - K, where z + K does not wrap (the
+                # host checks it on z's interval before narrowing it)
+                out.append((d[1].operands[1].name, c, other, False, -_imm(d[1].operands[2]),
+                            int(d[1].opcode[-2:])))
         return out
 
     def _stable(self, reg: str, setp_at: int, at: int) -> bool:
@@ -367,11 +369,13 @@ def _written(st) -> list[str]:
     return list(prov.defs(st)) if type(st) is Instruction else []
 
 
-def _narrow(e: Expr, cmp: str, bound: Expr, unsigned: bool, k: int) -> Expr:
-    """``e`` known to satisfy ``e cmp bound + k``."""
+def _narrow(e: Expr, cmp: str, bound: Expr, unsigned: bool, k: int, bits: int) -> Expr:
+    """``e`` known to satisfy ``e cmp bound + k``; ``bits`` non-zero: only
+    when ``e - k`` fits that many bits (the compare saw ``e - k`` computed
+    with wrapping: the host checks that it cannot wrap)."""
     delta = {"lt": -1, "le": 0, "gt": 1, "ge": 0}[cmp] + k
     side = "cap" if cmp in ("lt", "le") else "floor"
-    return [side, e, bound, delta, unsigned]
+    return [side, e, bound, delta, unsigned, -k, bits]
 
 
 def launch_proof(plan: FunctionPlan) -> str | None:
