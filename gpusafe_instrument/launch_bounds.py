@@ -102,8 +102,10 @@ class _Evaluator:
                 hi = min(hi, bhi + delta)
             else:
                 lo = max(lo, blo + delta)
-            if lo > hi:  # no thread reaches the access
-                return lo, lo
+            if lo > hi:
+                # no value satisfies the compare: the access is unreachable, or
+                # the analysis misread a value; either way, nothing is proven
+                raise _Unproven
             return lo, hi
         raise _Unproven
 

@@ -278,3 +278,26 @@ def test_a_guard_on_x_plus_one_proves_x_when_it_cannot_wrap():
     assert_same(o)
     assert o.device == []
     assert o.checked_instructions == o.plain_instructions
+
+
+NEGATIVE = r"""
+extern "C" __global__ void after(float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > n) out[i - n - 1] = 1.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("n", [-1, 15])
+def test_a_negative_bound_is_read_as_the_compare_reads_it(n):
+    # n = -1: every thread passes i > n and writes out[i], 32 threads, 16 floats
+    o = run_both(NEGATIVE, "after", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(16, np.float32)), np.int32(n)])
+    assert_same(o)
+    if n == -1:
+        assert kinds(o) == {"global-out-of-bounds"}
+        assert len(o.device) == 16
+    else:
+        assert o.device == []
+        assert o.checked_instructions == o.plain_instructions

@@ -41,7 +41,17 @@ from __future__ import annotations
 import json
 
 from .. import provenance as prov
-from ..nodes import Instruction, Label, Loc, Pragma, Register, RegisterDecl, Symbol, Variable
+from ..nodes import (
+    Immediate,
+    Instruction,
+    Label,
+    Loc,
+    Pragma,
+    Register,
+    RegisterDecl,
+    Symbol,
+    Variable,
+)
 from ..sites import PROVEN_SUFFIX
 from .guards import Guards, _imm
 from .planning import UNCHECKED_MODES, FunctionPlan, Mode
@@ -84,13 +94,17 @@ class _Builder:
     # -- registers to expressions ------------------------------------------
 
     def expr(self, op: object, at: int, relations: list[tuple[str, str, object, bool, int, int]],
-             depth: int = 0) -> Expr:
+             depth: int = 0, bits: int = 0) -> Expr:
         """The expression of operand ``op`` as read at statement ``at``,
         narrowed by ``relations`` (``Builder.relations``)."""
         if depth > 24:
             raise NotProvable("expression too deep")
         k = _imm(op)
         if k is not None:
+            if bits:  # the literal's value in a register of that width, signed
+                k = _signed(k, bits)
+            if not -(1 << 31) <= k < 1 << 31:
+                raise NotProvable("a literal the analysis does not place")
             return ["k", k]
         if not isinstance(op, Register):
             raise NotProvable("not a register")
@@ -117,8 +131,12 @@ class _Builder:
         if bits not in (32, 64):
             raise NotProvable("not a 32- or 64-bit integer")
 
+        width = bits
+        if parts[-1][1:] in ("32", "64") and parts[-1][0] in "sub":
+            width = int(parts[-1][1:])
+
         def sub(o: object) -> Expr:
-            return self.expr(o, at, relations, depth + 1)
+            return self.expr(o, at, relations, depth + 1, width)
 
         if st.op == "mov" and len(ops) == 2:
             return sub(ops[1])
@@ -132,7 +150,9 @@ class _Builder:
             t = parts[-1]
             if t[0] not in "sub" or int(t[1:]) != 8 * size or size not in (4, 8):
                 raise NotProvable("parameter type")
-            return ["p", index, size, t[0] == "s"]
+            # read signed, as every value here is: what it is to its users
+            # (unsigned compares and conversions) is checked where they read it
+            return ["p", index, size, True]
         if st.op == "cvt" and len(parts) == 3 and len(ops) == 2:
             dst, src = parts[1], parts[2]
             if (dst, src) in (("s64", "s32"), ("s32", "s32"), ("s64", "s64")):
@@ -186,6 +206,8 @@ class _Builder:
                               for o, extra in sel)]
         if st.opcode in ("neg.s32", "neg.s64") and len(ops) == 2:
             return ["sub", ["k", 0], sub(ops[1]), bits]
+        if st.opcode in ("not.b32", "not.b64") and len(ops) == 2:
+            return ["sub", ["k", -1], sub(ops[1]), bits]  # ~x = -x - 1
         if st.op == "and" and len(ops) == 3:
             k = next((c for c in map(_imm, ops[1:]) if c is not None), None)
             if k is not None and 0 <= k < 1 << 31:
@@ -362,7 +384,16 @@ class _Builder:
             return None
         if not outcome:
             cmp = _FLIP[cmp]
-        return setp.operands[1], cmp, setp.operands[2], unsigned, setp_at
+        bits = int(parts[2][1:])
+        a, b = (Immediate.integer(_signed(_imm(o), bits)) if _imm(o) is not None else o
+                for o in setp.operands[1:])
+        return a, cmp, b, unsigned, setp_at
+
+
+def _signed(k: int, bits: int) -> int:
+    """Literal ``k`` as the signed value of a ``bits``-wide register."""
+    k &= (1 << bits) - 1
+    return k - ((k >> (bits - 1)) << bits)
 
 
 def _written(st) -> list[str]:
