@@ -77,6 +77,15 @@ class _Evaluator:
                 prods = [x * y for x in a for y in b]
                 iv = (min(prods), max(prods))
             return _fits(iv, e[3])
+        if op == "induct":
+            # a loop counter: its entry value, or an earlier value plus the
+            # step that passed value < bound (``ranges``' argument)
+            a, b = self.interval(e[1])
+            step, bound = self.interval(e[2]), self.interval(e[3])
+            top = max(b, bound[1] - 1)
+            if a < 0 or step[0] < 0 or top + step[1] >= 1 << 31:
+                raise _Unproven
+            return a, top
         if op == "trunc":
             return _fits(self.interval(e[1]), 32)
         if op == "hull":

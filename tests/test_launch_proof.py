@@ -301,3 +301,30 @@ def test_a_negative_bound_is_read_as_the_compare_reads_it(n):
     else:
         assert o.device == []
         assert o.checked_instructions == o.plain_instructions
+
+
+STRIDE = r"""
+extern "C" __global__ void copy(float* y, const float* x, int start, int n, int step)
+{
+    for (int i = start + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step * gridDim.x)
+        y[i] = x[i] + 1.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("start, n, step, threads, bad", [
+    (0, 100, 32, 32, 0),  # proven: every i in [0, 99]
+    (0, 101, 32, 32, 1),  # one past the end
+    (-3, 100, 32, 32, 3),  # a negative start
+    (2, 8, 2**31 - 1, 1, 1),  # 2 + INT_MAX wraps to a negative index that passes i < n
+])
+def test_a_loop_counter_is_bounded_by_its_start_step_and_exit_compare(start, n, step,
+                                                                        threads, bad):
+    o = run_both(STRIDE, "copy", (1, 1, 1), (threads, 1, 1),
+                 [Buf(np.zeros(100, np.float32)), Buf(np.arange(100, dtype=np.float32)),
+                  np.int32(start), np.int32(n), np.int32(step)])
+    assert o.device == o.oracle
+    assert len(o.device) == 2 * bad  # the load and the store of each bad index
+    if not bad:
+        assert_same(o)
+        assert o.checked_instructions == o.plain_instructions

@@ -53,6 +53,7 @@ from ..nodes import (
     Variable,
 )
 from ..sites import PROVEN_SUFFIX
+from . import ranges
 from .guards import Guards, _imm
 from .planning import UNCHECKED_MODES, FunctionPlan, Mode
 
@@ -94,9 +95,11 @@ class _Builder:
     # -- registers to expressions ------------------------------------------
 
     def expr(self, op: object, at: int, relations: list[tuple[str, str, object, bool, int, int]],
-             depth: int = 0, bits: int = 0) -> Expr:
-        """The expression of operand ``op`` as read at statement ``at``,
-        narrowed by ``relations`` (``Builder.relations``)."""
+             depth: int = 0, bits: int = 0, reader: int | None = None) -> Expr:
+        """The expression of operand ``op`` as read at statement ``at`` (by
+        the instruction at ``reader``, when that is not ``at``: the
+        definition of a register the access reads), narrowed by
+        ``relations`` (``Builder.relations``)."""
         if depth > 24:
             raise NotProvable("expression too deep")
         k = _imm(op)
@@ -112,19 +115,48 @@ class _Builder:
         if name.startswith("%") and name[1:].split(".")[0] in _SPECIAL and "." in name:
             sreg, axis = name[1:].split(".")
             return ["s", sreg, axis]
-        e = self._definition(name, at, relations, depth)
-        for reg, cmp, other, unsigned, k, bits in relations:
+        d = self.guards._single(name, at)
+        if d is None:
+            return self._induction(name, at if reader is None else reader, at, relations,
+                                   depth)
+        e = self._definition(name, d[0], d[1], at, relations, depth)
+        for reg, cmp, other, unsigned, k, wrap in relations:
             if reg != name:
                 continue
             bound = self.expr(other, at, [], depth + 1)
-            e = _narrow(e, cmp, bound, unsigned, k, bits)
+            e = _narrow(e, cmp, bound, unsigned, k, wrap)
         return e
 
-    def _definition(self, name: str, at: int, relations, depth: int) -> Expr:
-        d = self.guards._single(name, at)
-        if d is None:
+    def _induction(self, name: str, reader: int, at: int, relations, depth: int) -> Expr:
+        """The counter ``I`` of a one-block loop (``ranges.loop_shape``:
+        ``I += S`` then ``I < N`` back to the top) read before its increment:
+        its entry value ``I0`` (the one definition outside the loop,
+        dominating it) or an earlier value plus ``S`` that passed ``I < N``.
+        The host bounds it by ``[I0, max(I0, N - 1)]`` when ``I0 >= 0``,
+        ``S >= 0`` and ``max(I0, N - 1) + S`` cannot wrap (``ranges``' argument)."""
+        g = self.guards
+        header = g.graph.block_of[reader]
+        shape = ranges.loop_shape(self.plan, header)
+        bb = g.graph.blocks[header]
+        if shape is None or shape.index != name or not reader < shape.inc_at:
             raise NotProvable(f"{name} has no single dominating definition")
-        _, st = d
+        outside = [i for i in g.defs.get(name, []) if not bb.start <= i < bb.end]
+        if len(outside) != 1:
+            raise NotProvable(f"{name}: not one entry value")
+        p0 = outside[0]
+        st = self.body[p0]
+        if type(st) is not Instruction or st.guard is not None \
+                or not g._dominates(p0, bb.start):
+            raise NotProvable(f"{name}: entry value")
+        start = self._definition(name, p0, st, at, relations, depth + 1)
+        step = self.expr(_as_operand(shape.step), at, relations, depth + 1, 32)
+        bound = self.expr(_as_operand(shape.bound), at, relations, depth + 1, 32)
+        return ["induct", start, step, bound]
+
+    def _definition(self, name: str, def_at: int, st: Instruction, at: int, relations,
+                    depth: int) -> Expr:
+        """The expression of ``name`` as instruction ``st`` (at ``def_at``)
+        defines it."""
         ops = st.operands
         parts = st.opcode.split(".")
         bits = prov.reg_bits(self.types, name)
@@ -136,7 +168,7 @@ class _Builder:
             width = int(parts[-1][1:])
 
         def sub(o: object) -> Expr:
-            return self.expr(o, at, relations, depth + 1, width)
+            return self.expr(o, at, relations, depth + 1, width, reader=def_at)
 
         if st.op == "mov" and len(ops) == 2:
             return sub(ops[1])
@@ -388,6 +420,10 @@ class _Builder:
         a, b = (Immediate.integer(_signed(_imm(o), bits)) if _imm(o) is not None else o
                 for o in setp.operands[1:])
         return a, cmp, b, unsigned, setp_at
+
+
+def _as_operand(x: str | int) -> Register | Immediate:
+    return Register(x) if isinstance(x, str) else Immediate.integer(x)
 
 
 def _signed(k: int, bits: int) -> int:
