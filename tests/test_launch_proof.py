@@ -193,7 +193,7 @@ def test_a_shared_tile_is_proven_for_the_launchs_block_size_only(threads):
         assert o.device == o.oracle
 
 
-def _door_launch(n_buffer: int, threads: int, n: int):
+def _door_launch(n_buffer: int, threads: int, n: int, ex: bool = False):
     """vadd through the Python door's driver wrappers on a CPU device of
     its own: (the report's violation kinds, the functions the backend
     launched, the kernel's handle, its proven entry's handle)."""
@@ -213,9 +213,13 @@ def _door_launch(n_buffer: int, threads: int, n: int):
         launched.append(int(f))
         return drv.cuLaunchKernel(f, *rest)
 
+    def launch_ex(config, f, *rest):
+        launched.append(int(f))
+        return drv.cuLaunchKernelEx(config, f, *rest)
+
     real = {name: getattr(drv, name) for name in dir(cuda_driver) if name.startswith("cu")
             and hasattr(drv, name)}
-    real["cuLaunchKernel"] = launch
+    real["cuLaunchKernel"], real["cuLaunchKernelEx"] = launch, launch_ex
     engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), Policy())
     w = {**real, **DriverDoor(engine, real).wrappers()}
 
@@ -231,8 +235,15 @@ def _door_launch(n_buffer: int, threads: int, n: int):
     bufs = [ok(w["cuMemAlloc"](4 * n_buffer)) for _ in range(3)]
     args = [np.array([int(b)], np.uint64) for b in bufs] + [np.array([n], np.int32)]
     params = np.array([a.ctypes.data for a in args], np.uint64)
-    ok(w["cuLaunchKernel"](fn, -(-n // threads), 1, 1, threads, 1, 1, 0, 0, params.ctypes.data,
-                           0))
+    if ex:
+        config = cuda_driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = -(-n // threads), 1, 1
+        config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+        config.sharedMemBytes = 0
+        ok(w["cuLaunchKernelEx"](config, fn, params.ctypes.data, 0))
+    else:
+        ok(w["cuLaunchKernel"](fn, -(-n // threads), 1, 1, threads, 1, 1, 0, 0,
+                               params.ctypes.data, 0))
     ok(w["cuCtxSynchronize"]())
     engine.drain()
     report = engine.findings.report.build(exit_code=0).to_dict()
@@ -242,14 +253,16 @@ def _door_launch(n_buffer: int, threads: int, n: int):
             None if proven is None else int(proven))
 
 
-def test_the_python_door_launches_the_proven_entry_of_a_proven_launch():
-    kinds_found, launched, fn, proven = _door_launch(256, 64, 256)
+@pytest.mark.parametrize("ex", [False, True])  # cuLaunchKernel, cuLaunchKernelEx
+def test_the_python_door_launches_the_proven_entry_of_a_proven_launch(ex):
+    kinds_found, launched, fn, proven = _door_launch(256, 64, 256, ex)
     assert kinds_found == []
     assert proven is not None and launched == [proven]
 
 
-def test_the_python_door_launches_the_checked_kernel_when_the_proof_fails():
-    kinds_found, launched, fn, proven = _door_launch(256, 64, 300)  # 300 threads, 256 floats
+@pytest.mark.parametrize("ex", [False, True])
+def test_the_python_door_launches_the_checked_kernel_when_the_proof_fails(ex):
+    kinds_found, launched, fn, proven = _door_launch(256, 64, 300, ex)  # 320 threads, 256 floats
     assert kinds_found == ["global-out-of-bounds"] * 3  # a[i], b[i] and out[i], i >= 256
     assert launched == [fn] and proven is not None
 
