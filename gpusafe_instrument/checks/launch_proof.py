@@ -22,18 +22,24 @@ wrong variable, a grid larger than ``n`` covers, all leave the proof unmet
 and every access checked.
 
 Why it is sound: every register in an expression has one unguarded
-definition dominating the access (``Guards._single``), so it holds one value
-for the whole thread, the value its definition computed from the leaves;
-each narrowing comes from a branch whose compare saw that value (the
-argument of ``guards``).  The interval of each expression node is computed
-exactly in mathematical integers and the proof fails where a node could
-leave its register's signed range (where the machine value would wrap) or
-where a 32-bit value read as unsigned could be negative.
+definition dominating its reader (``Guards._single``), so where it is read it
+holds the value that definition computed from its operands; the one
+exception is the counter of a one-block loop read before its increment,
+whose every value the host bounds from its entry value, step and exit
+compare (``ranges``' argument, ``_induction``).  Each narrowing comes from a
+branch whose compare saw the value the access reads (the argument of
+``guards``); a compare of ``x + K`` narrows ``x`` only where ``x + K``
+cannot wrap.  Every value is read as its register's signed value and the
+interval of each node is computed exactly in mathematical integers: the
+proof fails where a node could leave its register's signed range (where the
+machine value would wrap), where a value read as unsigned could be
+negative, or where a compare no value satisfies (a value misread).
 
-What is not proven (the kernel keeps only its checked body): accesses with a
-lookup (unknown provenance), dynamic shared memory, local memory, pointer
-inductions (a register written in a loop), a constant offset the analysis
-lost, kernels with calls, ``brx.idx`` or nested scopes.
+What is not proven (the kernel has no proven entry): accesses with a lookup
+(unknown provenance), dynamic shared memory, local memory, registers written
+in a loop other than a one-block loop's counter (pointer inductions, loops
+of several blocks), a constant offset the analysis lost, kernels with calls,
+``brx.idx`` or nested scopes.
 """
 
 from __future__ import annotations
