@@ -341,3 +341,69 @@ def test_a_loop_counter_is_bounded_by_its_start_step_and_exit_compare(start, n, 
     if not bad:
         assert_same(o)
         assert o.checked_instructions == o.plain_instructions
+
+
+REENTERED = r"""
+extern "C" __global__ void again(float* y, int n, int reps, int step)
+{
+    int i = threadIdx.x;
+    for (int r = 0; r < reps; ++r) {
+        #pragma unroll 1
+        do { y[i] = 1.0f; i += step * gridDim.x; } while (i < n);
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("reps", [1, 2])
+def test_a_loop_entered_again_with_its_last_counter_is_not_bounded_by_its_start(reps):
+    # the second time round, i starts where the loop left it, past n
+    o = run_both(REENTERED, "again", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(64, np.float32)), np.int32(64), np.int32(reps), np.int32(32)])
+    assert o.device == o.oracle
+    assert len(o.device) == (reps - 1) * 32
+
+
+AGAIN_PTX = """\
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry again(.param .u64 y, .param .u32 n, .param .u32 reps)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<5>;
+    .reg .f32 %f<2>;
+    ld.param.u64 %rd1, [y];
+    ld.param.u32 %r1, [n];
+    ld.param.u32 %r2, [reps];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, 0;
+    mov.f32 %f1, 0f3F800000;
+$OUTER:
+    add.s32 %r4, %r4, 1;
+$INNER:
+    mul.wide.s32 %rd3, %r3, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.f32 [%rd4], %f1;
+    add.s32 %r3, %r3, 32;
+    setp.lt.s32 %p1, %r3, %r1;
+    @%p1 bra $INNER;
+    setp.lt.s32 %p2, %r4, %r2;
+    @%p2 bra $OUTER;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("reps", [1, 2])
+def test_a_one_block_loop_entered_again_with_its_last_counter_is_not_proven(reps):
+    # the counter is set once, before an outer loop: the second time round the
+    # inner loop starts where it stopped, at n, and writes past y
+    o = run_both(None, "again", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(64, np.float32)), np.int32(64), np.int32(reps)],
+                 ptx_text=AGAIN_PTX)
+    assert o.device == o.oracle
+    assert len(o.device) == (reps - 1) * 32

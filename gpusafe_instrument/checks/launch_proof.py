@@ -152,12 +152,30 @@ class _Builder:
         p0 = outside[0]
         st = self.body[p0]
         if type(st) is not Instruction or st.guard is not None \
-                or not g._dominates(p0, bb.start):
+                or not g._dominates(p0, bb.start) or self._reentered(header, p0):
             raise NotProvable(f"{name}: entry value")
         start = self._definition(name, p0, st, at, relations, depth + 1)
         step = self.expr(_as_operand(shape.step), at, relations, depth + 1, 32)
         bound = self.expr(_as_operand(shape.bound), at, relations, depth + 1, 32)
         return ["induct", start, step, bound]
+
+    def _reentered(self, header: int, p0: int) -> bool:
+        """Whether the loop ``header`` can be entered again after it exits
+        without passing statement ``p0`` (its counter's entry value): an
+        outer loop would then start it from where it stopped."""
+        graph = self.guards.graph
+        home = graph.block_of[p0]
+        seen: set[int] = set()
+        todo = [b for b in graph.blocks[header].successors if b != header]
+        while todo:
+            b = todo.pop()
+            if b == header:
+                return True
+            if b in seen or b == home:  # entering p0's block runs p0
+                continue
+            seen.add(b)
+            todo.extend(graph.blocks[b].successors)
+        return False
 
     def _definition(self, name: str, def_at: int, st: Instruction, at: int, relations,
                     depth: int) -> Expr:
