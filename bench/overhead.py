@@ -9,7 +9,8 @@ once plain and once instrumented with the same inputs; the outputs must be
 identical and the instrumented run must report no violation before a ratio is
 printed.  The ratio counts every instruction the checked kernel executes,
 its prologue and any runtime calls (lookups of pointers loaded from memory)
-included.
+included; a launch the host proves in bounds (``checks/launch_proof.py``)
+runs the kernel's proven entry, the plain body.
 """
 
 from __future__ import annotations
@@ -366,11 +367,14 @@ def run(bench: Bench) -> tuple[int, int, dict]:
             allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
             pipeline = LaunchPipeline(mem)
             launch = pipeline.prepare(result.sites, bench.kernel, params, allocs,
-                                      dynamic_shared=bench.shared)
+                                      dynamic_shared=bench.shared, grid=bench.grid,
+                                      block=bench.block)
             params = launch.params
+            entry = launch.entry  # the proven entry when the launch is proven
         else:
             prog = Program(text, mem)
-        r = prog.launch(bench.kernel, bench.grid, bench.block, bench.shared, params)
+            entry = bench.kernel
+        r = prog.launch(entry, bench.grid, bench.block, bench.shared, params)
         counts.append(r.instructions)
         outs.append([mem.read(b, a.nbytes) for a, b in zip(bench.args, addrs, strict=True)
                      if isinstance(a, np.ndarray)])
@@ -380,7 +384,9 @@ def run(bench: Bench) -> tuple[int, int, dict]:
                 raise SystemExit(f"{bench.name}: the instrumented run reported {found[:3]}")
     if outs[0] != outs[1]:
         raise SystemExit(f"{bench.name}: instrumented output differs from the plain one")
-    return counts[0], counts[1], result.stats[bench.kernel].to_dict()
+    stats = result.stats[bench.kernel].to_dict()
+    stats["proven"] = entry != bench.kernel
+    return counts[0], counts[1], stats
 
 
 WHY = {
@@ -408,7 +414,8 @@ def overhead() -> None:
         ratios.append(ratio)
         checks = ", ".join(f"{n} {k}" for k, n in stats["checks"].items())
         removed = ", ".join(f"{n} {k}" for k, n in stats["removed"].items())
-        print(f"{b.name:26} {plain:>10} {checked:>10} {ratio:>7.3f}  {checks}"
+        proven = "launch proven, the proven entry ran; " if stats["proven"] else ""
+        print(f"{b.name:26} {plain:>10} {checked:>10} {ratio:>7.3f}  {proven}{checks}"
               + (f"; removed: {removed}" if removed else ""))
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     print(f"{'geometric mean':26} {'':>10} {'':>10} {geo:>7.3f}  over {len(ratios)} kernels "

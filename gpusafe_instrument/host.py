@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from . import layout
+from . import launch_bounds, layout
 from .kinds import ViolationKind
 from .sites import KernelInfo, Site, SiteTable
 
@@ -218,6 +218,19 @@ def kernel_params(kernel: KernelInfo, params: bytes, context_address: int,
         assert len(limits) == 8 * len(kernel.slots)
         buf += limits
     return bytes(buf)
+
+
+def proven(kernel: KernelInfo, params: bytes, allocations: Sequence[AllocationRecord],
+           grid: Sequence[int], block: Sequence[int],
+           heap_blocks: Sequence[HeapBlock] = ()) -> bool:
+    """Whether this launch of ``kernel`` (packed ``params``, the grid and
+    block dimensions) keeps every access in bounds by the kernel's launch
+    proof: its proven entry (``checks.launch_proof.proven_entry``), which
+    has no checks, may then run instead, with the same parameters."""
+    if kernel.proof is None:
+        return False
+    roots = [resolve(v, allocations, heap_blocks) for v in root_values(kernel, params)]
+    return launch_bounds.launch_proven(kernel, params, roots, grid, block, is_heap_tag)
 
 
 def decode_violations(data: bytes, sites: SiteTable) -> tuple[list[DeviceViolation], int]:

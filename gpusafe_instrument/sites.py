@@ -60,6 +60,10 @@ class SlotInfo:
     align: int
 
 
+PROVEN_SUFFIX = "__gpusafe_proven"
+"""A kernel's proven entry is its name followed by this (``KernelInfo.proof``)."""
+
+
 @dataclass(frozen=True)
 class KernelInfo:
     name: str
@@ -68,6 +72,16 @@ class KernelInfo:
     roots: tuple[RootInfo, ...]
     slots: tuple[SlotInfo, ...]
     limit_params: bool = False  # each slot's limit is a hidden .u64 after the context pointer
+    proof: str | None = None
+    """The launch proof (JSON, ``checks/launch_proof.py``): when set, the
+    module holds the kernel's proven entry (``proven_entry``), which takes
+    the same parameters and is launched instead when the host proves the
+    launch (``host.proven``)."""
+
+    @property
+    def proven_entry(self) -> str:
+        """The name of the kernel's proven entry (``proof`` set)."""
+        return self.name + PROVEN_SUFFIX
 
     @property
     def param_buffer_size(self) -> int:
@@ -133,6 +147,7 @@ class SiteTable:
                 roots=tuple(RootInfo(**r) for r in k["roots"]),
                 slots=tuple(SlotInfo(tuple(s["roots"]), s["end"], s["align"]) for s in k["slots"]),
                 limit_params=bool(k.get("limit_params", False)),
+                proof=k.get("proof"),
             )
         return cls(sites, kernels, dict(data.get("unchecked", {})))
 

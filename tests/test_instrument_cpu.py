@@ -132,8 +132,8 @@ def run_both(source: str | None, kernel: str, grid, block, args: list, *, shared
                    for a in mem2.allocations]
     pipeline = LaunchPipeline(mem2)
     launch = pipeline.prepare(result.sites, kernel, _pack(list(info.params), args, addrs2),
-                              allocations, dynamic_shared=shared)
-    r2 = prog2.launch(kernel, grid, block, shared, launch.params)
+                              allocations, dynamic_shared=shared, grid=grid, block=block)
+    r2 = prog2.launch(launch.entry, grid, block, shared, launch.params)
     device, dropped = pipeline.collect(launch)
 
     def outputs(mem, addrs):

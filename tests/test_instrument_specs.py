@@ -75,8 +75,9 @@ def run(spec: KernelSpec, text: str, shrink: str | None):
             allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
             pipeline = LaunchPipeline(mem)
             launch = pipeline.prepare(result.sites, spec.kernel, params, allocs,
-                                      dynamic_shared=spec.shared_bytes)
-            prog.launch(spec.kernel, spec.grid, spec.block, spec.shared_bytes, launch.params)
+                                      dynamic_shared=spec.shared_bytes, grid=spec.grid,
+                                      block=spec.block)
+            prog.launch(launch.entry, spec.grid, spec.block, spec.shared_bytes, launch.params)
             records, dropped = pipeline.collect(launch)
             assert dropped == 0
             found.append(sorted((str(v.kind), v.site.ptx_line, v.address, v.thread, v.block)

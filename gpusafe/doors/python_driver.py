@@ -186,8 +186,8 @@ class DriverDoor(ApiWrappers):
                 return real(f, gx, gy, gz, bx, by, bz, shared, stream, *args)
             return engine.launch(
                 f, shared, kernelParams, extra,
-                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
-                program_site)
+                lambda kp, ex, fn=f: real(fn, gx, gy, gz, bx, by, bz, shared, stream, kp, ex),
+                program_site, dims=((gx, gy, gz), (bx, by, bz)))
 
         return wrapper
 
@@ -200,8 +200,9 @@ class DriverDoor(ApiWrappers):
         def wrapper(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams):
             return engine.launch(
                 f, shared, kernelParams, 0,
-                lambda kp, ex: real(f, gx, gy, gz, bx, by, bz, shared, stream, kp),
-                program_site, cooperative="cuLaunchCooperativeKernel")
+                lambda kp, ex, fn=f: real(fn, gx, gy, gz, bx, by, bz, shared, stream, kp),
+                program_site, cooperative="cuLaunchCooperativeKernel",
+                dims=((gx, gy, gz), (bx, by, bz)))
 
         return wrapper
 
@@ -218,10 +219,14 @@ class DriverDoor(ApiWrappers):
                     return (self.invalid,)
                 return real(config, f, *args)
             shared = int(config.sharedMemBytes) if config is not None else 0
+            dims = None if config is None else tuple(
+                tuple(getattr(config, f"{what}Dim{axis}", None) for axis in "XYZ")
+                for what in ("grid", "block"))
             return engine.launch(f, shared, kernelParams, extra,
-                                 lambda kp, ex: real(config, f, kp, ex),
+                                 lambda kp, ex, fn=f: real(config, fn, kp, ex),
                                  program_site,
-                                 cooperative="cuLaunchKernelEx" if _cooperative(config) else "")
+                                 cooperative="cuLaunchKernelEx" if _cooperative(config) else "",
+                                 dims=dims)
 
         return wrapper
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cuda.bindings.driver import CUresult
+from cuda.bindings.driver import CUmodule, CUresult
 
 from gpusafe_instrument import host, layout
 
@@ -220,7 +220,16 @@ class Engine:
         self.modules.loaded(handle, plan.info)
 
     def function_found(self, module: int, name: str, function: int) -> None:
+        """The program got ``function`` (kernel ``name`` of ``module``); a
+        kernel with a launch proof gets its proven entry's handle too."""
         self.modules.function_found(module, name, function)
+        info = self.modules.module(module)
+        kernel = None if info is None or info.sites is None else info.sites.kernels.get(name)
+        if kernel is not None and kernel.proof is not None:
+            result = self.driver.cuModuleGetFunction(CUmodule(module),
+                                                     kernel.proven_entry.encode())
+            if result[0] == CUresult.CUDA_SUCCESS:
+                self.modules.proven_found(function, result[1])
 
     def global_taken(self, module: int, base: int, size: int, site: CallSite | None) -> None:
         """A module global whose address the program takes may reach a kernel."""
@@ -247,7 +256,7 @@ class Engine:
 
     def launch(self, function: Any, shared: int, kernel_params: Any, extra: Any,
                perform: Callable[[Any, Any], tuple], site: Callable[[], CallSite | None],
-               cooperative: str = "") -> tuple:
+               cooperative: str = "", dims: tuple[Any, Any] | None = None) -> tuple:
         """One launch of ``function``: ``perform(kernelParams, extra)`` launches
         it with what this decides, the program's own arguments for a kernel
         that runs unchecked, the instrumented kernel's for one that is
@@ -256,7 +265,12 @@ class Engine:
         (``grid.sync()`` counts arrivals in it); where the backend cannot say
         where that is, a checked kernel's cooperative launch is refused and
         reported as unimplemented: with the workspace unknown its checks
-        would stop ``grid.sync()`` itself."""
+        would stop ``grid.sync()`` itself.  ``dims``: the grid and block
+        dimensions, for a kernel with a launch proof
+        (``gpusafe_instrument/checks/launch_proof.py``): when the launch is
+        proven, ``perform(kernelParams, extra, function)`` launches the
+        kernel's proven entry ``function`` instead (a door passing ``dims``
+        takes that third argument)."""
         entry = self.modules.kernel(int(function))
         if entry is None:
             self.findings.report.record_unchecked(
@@ -292,11 +306,14 @@ class Engine:
             table_key += (workspace,)
         launch_site = site()
         freed = self._freed_arguments(info, params, launch_site)
+        launch_dims = _dimensions(dims)
         with self._lock:
             try:
                 launch = self.pipeline.prepare(
                     module.sites, name, params, records, table_key=table_key,
-                    dynamic_shared=int(shared), heap_key=self.current_context())
+                    dynamic_shared=int(shared), heap_key=self.current_context(),
+                    grid=None if launch_dims is None else launch_dims[0],
+                    block=None if launch_dims is None else launch_dims[1])
             except DeviceMemoryError as e:
                 self.findings.freed_arguments(name, freed)
                 self.findings.problem(str(e))
@@ -309,7 +326,13 @@ class Engine:
                 return perform(kernel_params, extra)
             offsets = [offset for _, offset, _ in info.params] + list(info.hidden_offsets)
             array = PointerArray(launch.params, offsets)
-            result = perform(array.address, 0)
+            proven = self.modules.proven(int(function)) if launch.entry != name else None
+            if proven is not None:
+                # the host proved every access in bounds: the same arguments to
+                # the kernel's proven entry, which has no checks
+                result = perform(array.address, 0, proven)
+            else:
+                result = perform(array.address, 0)
             del array
             launch.site, launch.freed_arguments = launch_site, freed
             if result[0] != self.E.CUDA_SUCCESS:
@@ -429,3 +452,14 @@ class Engine:
         if self.policy.leak_check:
             for leak in self.registry.leaks():
                 self.findings.host_violation(leak)
+
+
+def _dimensions(dims: tuple[Any, Any] | None) -> tuple[list[int], list[int]] | None:
+    """The grid and block dimensions as integers; None (no launch proof, the
+    checked body runs) when they are not given or not integers."""
+    if dims is None:
+        return None
+    try:
+        return [int(d) for d in dims[0]], [int(d) for d in dims[1]]
+    except (TypeError, ValueError):
+        return None

@@ -156,6 +156,7 @@ class Launch:
     site: Any = None  # the program's call site of the launch (a CallSite)
     freed_arguments: list = field(default_factory=list)  # FreedArgument verdicts to confirm
     heap: int = 0  # address of the heap table it was given (0: none)
+    entry: str = ""  # the kernel to launch: ``kernel``, or its proven entry (``prepare``)
 
 
 @dataclass
@@ -272,12 +273,17 @@ class LaunchPipeline:
 
     def prepare(self, sites: SiteTable, kernel: str, params: bytes,
                 records: Sequence[AllocationRecord], *, table_key: Hashable | None = None,
-                dynamic_shared: int = 0, heap_key: Hashable = None) -> Launch:
+                dynamic_shared: int = 0, heap_key: Hashable = None,
+                grid: Sequence[int] | None = None,
+                block: Sequence[int] | None = None) -> Launch:
         """Place one launch's records; ``params`` is the program's packed
         parameter buffer; ``heap_key``: whose device heap the launch uses (its
-        context).  On failure nothing stays allocated."""
+        context); ``grid``, ``block``: the launch's dimensions, for a kernel
+        with a launch proof: ``Launch.entry`` is then its proven entry when
+        they (and the rest of the launch) prove every access in bounds, the
+        checked kernel otherwise.  On failure nothing stays allocated."""
         info = sites.kernels[kernel]
-        launch = Launch(kernel, sites, b"", 0)
+        launch = Launch(kernel, sites, b"", 0, entry=kernel)
         try:
             table, ordered = self._table_for(records, table_key, launch)
             origin = self._origin(kernel, sites)  # first: it keeps ``sites`` (and its id) alive
@@ -295,6 +301,11 @@ class LaunchPipeline:
         except BaseException:
             self.release(launch)
             raise
+        # a root in a device-heap block is never proven (a block can be freed
+        # during the launch): the heap's blocks are not read for the proof
+        proven = grid is not None and block is not None and host.proven(
+            info, params, ordered, grid, block)
+        launch.entry = info.proven_entry if proven else kernel
         launch.params = host.kernel_params(info, params, context_address, context)
         return launch
 

@@ -71,6 +71,7 @@ class Modules:
         self.kernel_filter = kernel_filter
         self._modules: dict[int, ModuleInfo] = {}
         self._functions: dict[int, tuple[ModuleInfo, str]] = {}
+        self._proven: dict[int, Any] = {}  # function handle -> its proven entry (a CUfunction)
 
     def plan(self, image: Any) -> LoadPlan:
         data = image_bytes(image)
@@ -94,6 +95,7 @@ class Modules:
         info = self._modules.pop(handle, None)
         if info is not None:
             self._functions = {f: e for f, e in self._functions.items() if e[0] is not info}
+            self._proven = {f: p for f, p in self._proven.items() if f in self._functions}
         return info
 
     def module(self, handle: int) -> ModuleInfo | None:
@@ -103,6 +105,15 @@ class Modules:
         info = self._modules.get(module_handle)
         if info is not None:
             self._functions[function_handle] = (info, name)
+
+    def proven_found(self, function_handle: int, proven: Any) -> None:
+        """``proven``: the proven entry (``KernelInfo.proven_entry``) of the
+        kernel whose handle is ``function_handle``."""
+        self._proven[function_handle] = proven
+
+    def proven(self, function_handle: int) -> Any | None:
+        """The proven entry of a kernel, when its module holds one."""
+        return self._proven.get(function_handle)
 
     def kernel(self, function_handle: int) -> tuple[ModuleInfo, str] | None:
         return self._functions.get(function_handle)

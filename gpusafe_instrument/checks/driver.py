@@ -50,6 +50,7 @@ from ..runtime import CONTEXT_PARAM, HEAP_WRAPPERS, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
 from .arguments import CallSite, WindowSource, plan_windows
 from .emission import CONTEXT_REGISTER, I, limit_param, limits_as_params, window_params
+from .launch_proof import proven_entry
 from .outcome import CannotCheck, InstrumentError, InstrumentResult
 from .planning import FunctionPlan
 from .rewrite import rewrite_function
@@ -115,6 +116,8 @@ class _Attempt:
     call_sites: dict[str, list[CallSite]] = field(default_factory=dict)
     """Calls passing pointer arguments that carry windows, by caller (``arguments``)."""
     kernel_infos: dict[str, KernelInfo] = field(default_factory=dict)
+    proven: dict[str, Function] = field(default_factory=dict)
+    """The proven entry of each kernel with a launch proof (``launch_proof``)."""
     heap: bool = False  # some function calls the device heap's malloc/free
     freeing: set[str] = field(default_factory=set)  # functions reaching the heap's free
 
@@ -188,6 +191,12 @@ class _Attempt:
         fp.stats.slots = len(fp.slots)
         if fp.kernel:
             self.kernel_infos[fp.fn.name] = _kernel_info(fp)
+            if fp.original_body is not None:
+                self.proven[fp.fn.name] = Function(
+                    ".entry", proven_entry(fp.fn.name), list(fp.fn.params),
+                    linkage=fp.fn.linkage, directives=fp.fn.directives,
+                    body=[Verbatim(text) for text in statements_chunks(fp.original_body)])
+                fp.original_body = None
         body = fp.fn.body
         assert body is not None
         fp.release()
@@ -224,6 +233,13 @@ class _Attempt:
             # copies no checked kernel reaches through a checked call path are dead
             drop_unused_copies(module, set(self.display), printed)
         self.sites.unchecked = dict(sorted(unchecked.items()))
+        # each kernel with a launch proof is followed by its proven entry
+        items = []
+        for item in module.items:
+            items.append(item)
+            if isinstance(item, Function) and item.name in self.proven:
+                items.append(self.proven[item.name])
+        module.items[:] = items
         link(module, heap=self.heap)
         return InstrumentResult(ptx.emit(module), self.sites, stats, module)
 
@@ -312,6 +328,7 @@ def _kernel_info(fp: FunctionPlan) -> KernelInfo:
         roots=tuple(RootInfo(r.index, r.param, r.offset, offsets[r.index]) for r in fp.roots),
         slots=tuple(SlotInfo(s.roots, s.end, s.align) for s in fp.slots),
         limit_params=limits,
+        proof=fp.launch_proof,
     )
 
 

@@ -56,6 +56,7 @@ class FunctionStats:
     generic_checks: int = 0  # of the checks, those on generic addresses
     removed: Counter = field(default_factory=Counter)  # reason -> count
     slots: int = 0
+    proven_at_launch: int = 0  # checks a launch proof can leave out (``launch_proof``)
 
     def to_dict(self) -> dict:
         return {
@@ -63,7 +64,7 @@ class FunctionStats:
             "memory_instructions": self.memory_instructions,
             "unchecked": dict(self.unchecked), "checks": dict(self.checks),
             "generic_checks": self.generic_checks, "removed": dict(self.removed),
-            "slots": self.slots,
+            "slots": self.slots, "proven_at_launch": self.proven_at_launch,
         }
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from .. import cfg as cfg_mod
 from .. import provenance as prov
 from .. import query
-from ..nodes import Function, Instruction, Module, Register, Symbol, Variable
+from ..nodes import Function, Instruction, Module, Register, Statement, Symbol, Variable
 from ..runtime import HEAP_WRAPPERS
 from ..sites import SiteTable
 from . import guards
@@ -128,6 +128,8 @@ class FunctionPlan:
         """Parameters whose callers pass the window of a local variable (``arguments``)."""
         self.argument_windows: set[int] = set()  # those a local access is checked against
         self.analysis: prov.Provenance | None = None
+        self.launch_proof: str | None = None  # JSON (``launch_proof``), set by the rewrite
+        self.original_body: list[Statement] | None = None  # kept for the proven entry
         self.finished = False  # rewritten and printed (the driver's)
         self.accesses: list[Access] = []
         self.roots: list[prov.ParamRoot] = []

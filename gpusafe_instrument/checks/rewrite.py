@@ -30,6 +30,7 @@ from ..nodes import (
 from ..printer import statements_text
 from . import conditions as cond
 from .emission import Emitter, I
+from .launch_proof import launch_proof
 from .optimisation import (
     CONVERGENT,
     LoopHoister,
@@ -302,6 +303,7 @@ class FunctionRewriter:
         fn = plan.fn
         body = fn.body
         assert body is not None
+        plan.launch_proof = launch_proof(plan) if plan.kernel else None
         units, grouped = self._units()
         unit_of = {id(u.accesses[0]): u for u in units if not u.region}
         single = [acc for acc in plan.accesses
@@ -340,6 +342,10 @@ class FunctionRewriter:
             at = _prologue_position(new_body)
             new_body[at:at] = prologue
         new_body.extend(self._slow_paths)
+        if plan.launch_proof is not None:
+            plan.original_body = body  # the proven entry's body (``driver``)
+            plan.stats.proven_at_launch = sum(
+                a.mode not in UNCHECKED_MODES for a in plan.accesses)
         decls: Code = [RegisterDecl(t, ((n, None),)) for n, t in self.em.extra_regs.items()]
         fn.body = decls + new_body
 
