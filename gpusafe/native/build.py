@@ -25,9 +25,14 @@ HERE = Path(__file__).resolve().parent
 SHIM = HERE / "shim.c"
 RUNTIME_SHIM = HERE / "runtime_shim.c"
 RUNTIME_NAMES = HERE / "runtime_api.txt"
+RUNTIME_NAMES_12 = HERE / "runtime_api_12.txt"
 PRELOAD_SHIM = HERE / "preload.c"
 LIBRARY = "libcuda.so.1"
 RUNTIME = "libcudart.so.13"
+RUNTIMES = {13: RUNTIME, 12: "libcudart.so.12"}
+"""The stand-in runtime's sonames by CUDA major version: a program built
+against CUDA 12's shared runtime asks for ``libcudart.so.12``, its symbols
+versioned ``libcudart.so.12``."""
 PRELOAD = "libgpusafe_preload.so"
 CFLAGS = ["-shared", "-fPIC", "-O0", "-fvisibility=default", f"-Wl,-soname,{LIBRARY}"]
 """-O0: the stubs only marshal arguments, and it halves the build time."""
@@ -73,15 +78,29 @@ def source() -> str:
     return "".join(parts)
 
 
-def runtime_source() -> str:
-    """runtime_shim.c and a stub for every runtime function it does not define."""
-    text = RUNTIME_SHIM.read_text()
+def _names(path: Path) -> list[str]:
+    return [n for n in path.read_text().splitlines() if n and not n.startswith("#")]
+
+
+def runtime_source(major: int = 13) -> str:
+    """runtime_shim.c and a stub for every runtime function it does not
+    define; for CUDA 12 (``major`` 12) also the functions only CUDA 12 has,
+    and ``cudaGetDeviceProperties``, whose ``cudaDeviceProp`` is laid out
+    differently there: those stubs say it is CUDA 12's form of the call."""
+    text = f"#define GS_CUDART_MAJOR {major}\n" + RUNTIME_SHIM.read_text()
     defined = set(re.findall(r"^\S.*?\b(cuda\w+)\(", text, flags=re.M))
+    older: list[str] = []
+    if major < 13:
+        defined.discard("cudaGetDeviceProperties")
+        older = ["cudaGetDeviceProperties", *_names(RUNTIME_NAMES_12)]
     stubs = []
-    for name in RUNTIME_NAMES.read_text().splitlines():
-        if name and not name.startswith("#") and name not in defined:
+    for name in _names(RUNTIME_NAMES):
+        if name not in defined and name not in older:
             stubs.append(f'cudaError_t {name}(void) {{ gs_arg a[1]; A_P(0, "{name}"); '
                          f'return CALL("__unserved", 1); }}\n')
+    for name in older:
+        stubs.append(f'cudaError_t {name}(void) {{ gs_arg a[1]; A_P(0, "{name}"); '
+                     f'return CALL("__unserved_cuda12", 1); }}\n')
     return text + "".join(stubs)
 
 
@@ -96,6 +115,20 @@ def preload_source() -> str:
     names = "".join(f'    "{name}",\n' for name in served)
     return (PRELOAD_SHIM.read_text() + "const char *const gs_wrapped[] = {\n" + names + "};\n"
             f"const int gs_wrapped_size = {len(served)};\n")
+
+
+def _build_runtime(compiler: str, work: Path, major: int, soname: str) -> None:
+    """The runtime on the driver, its symbols versioned by soname as NVIDIA's are."""
+    (work / f"libcudart{major}.c").write_text(runtime_source(major))
+    (work / f"libcudart{major}.map").write_text(f"{soname} {{ global: *; }};\n")
+    cmd = [compiler, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{soname}",
+           f"-Wl,--version-script={work / f'libcudart{major}.map'}", "-o", str(work / soname),
+           str(work / f"libcudart{major}.c"), f"-L{work}", "-lcuda", "-Wl,-rpath,$ORIGIN",
+           "-lpthread"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BuildError(f"building the stand-in CUDA runtime {soname} failed:\n"
+                         + done.stderr[-4000:])
 
 
 def _python_link_flags() -> list[str]:
@@ -118,7 +151,7 @@ def library_dir() -> Path:
     flags = _python_link_flags()
     try:
         text = source()
-        runtime = runtime_source()
+        runtime = "".join(runtime_source(major) for major in RUNTIMES)
         preload = preload_source()
     except OSError as e:  # an installation without the package's data files
         raise BuildError(f"the stand-in CUDA driver's sources are missing: {e}") from None
@@ -140,16 +173,8 @@ def library_dir() -> Path:
         if done.returncode != 0:
             raise BuildError("building the stand-in CUDA driver failed:\n" + done.stderr[-4000:])
         (work / "libcuda.so").symlink_to(LIBRARY)  # what `cc -lcuda` looks for
-        # the runtime on the driver, its symbols versioned as NVIDIA's are
-        (work / "libcudart.c").write_text(runtime)
-        (work / "libcudart.map").write_text(f"{RUNTIME} {{ global: *; }};\n")
-        cmd = [compiler, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{RUNTIME}",
-               f"-Wl,--version-script={work / 'libcudart.map'}", "-o", str(work / RUNTIME),
-               str(work / "libcudart.c"), f"-L{work}", "-lcuda", "-Wl,-rpath,$ORIGIN",
-               "-lpthread"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise BuildError("building the stand-in CUDA runtime failed:\n" + done.stderr[-4000:])
+        for major, soname in RUNTIMES.items():
+            _build_runtime(compiler, work, major, soname)
         (work / "libcudart.so").symlink_to(RUNTIME)  # what `nvcc -cudart shared` links
         # the LD_PRELOAD door: no libpython, it only routes
         (work / "preload.c").write_text(preload)

@@ -138,14 +138,24 @@ def _symbol_address(name: int, wrapper: int, address_out: int, size_out: int) ->
     return 0
 
 
-def _launch(_stub: int, name: int, wrapper: int, gx: int, gy: int, gz: int, bx: int, by: int,
-            bz: int, args: int, shared: int) -> int:
-    if not name or not wrapper:
-        return INVALID_DEVICE_FUNCTION
-    f = _function(wrapper, ctypes.string_at(name))
-    if f < 0:
-        return -f
-    return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, 0, args, 0)[0])
+def _launcher(cooperative: bool) -> Callable[..., int]:
+    """``cudaLaunchKernel`` (``cudaLaunchCooperativeKernel``): the registered
+    kernel's function launched with ``cuLaunchKernel``
+    (``cuLaunchCooperativeKernel``, whose grid has a ``grid.sync()`` workspace)."""
+
+    def call(_stub: int, name: int, wrapper: int, gx: int, gy: int, gz: int, bx: int, by: int,
+             bz: int, args: int, shared: int) -> int:
+        if not name or not wrapper:
+            return INVALID_DEVICE_FUNCTION
+        f = _function(wrapper, ctypes.string_at(name))
+        if f < 0:
+            return -f
+        if cooperative:
+            return int(D.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, 0,
+                                                   args)[0])
+        return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, 0, args, 0)[0])
+
+    return call
 
 
 def _out(name: str, ctype: type = ctypes.c_uint64) -> Callable[..., int]:
@@ -248,8 +258,18 @@ def _unserved(name: int) -> int:
     return adapter.not_served(ctypes.string_at(name).decode(), adapter.current_session())
 
 
+def _unserved_cuda12(name: int) -> int:
+    text = ctypes.string_at(name).decode()
+    return adapter.not_served(
+        text, adapter.current_session(),
+        f"{text} of CUDA 12's runtime (libcudart.so.12) is not served by the stand-in runtime: "
+        "its form differs from CUDA 13's (a structure laid out by CUDA 12's headers, or a "
+        "call CUDA 13 removed); rebuild the program with CUDA 13's nvcc to check it")
+
+
 CALLS: dict[str, Callable[..., int]] = {
-    "cudaLaunchKernel": _launch,
+    "cudaLaunchKernel": _launcher(cooperative=False),
+    "cudaLaunchCooperativeKernel": _launcher(cooperative=True),
     "cudaMalloc": _out("cudaMalloc"),
     "cudaMallocHost": _out("cudaMallocHost"),
     "cudaMallocManaged": _out("cudaMallocManaged"),
@@ -278,6 +298,7 @@ CALLS: dict[str, Callable[..., int]] = {
     "cudaMemcpyFromSymbol": _from_symbol,
     "cudaGetSymbolAddress": _symbol_address,
     "__unserved": _unserved,
+    "__unserved_cuda12": _unserved_cuda12,
 }
 _RESULTS = {"cudaGetErrorName": _error_text("cudaGetErrorName"),
             "cudaGetErrorString": _error_text("cudaGetErrorString"),
