@@ -284,19 +284,43 @@ def _launch(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared
     return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)[0])
 
 
+_ATTRIBUTE_SIZE = 72
+"""sizeof(CUlaunchAttribute): the id padded to 8 bytes, then a 64-byte value."""
+
+
+def _launch_attributes(address: int, count: int) -> list:
+    """A ``CUlaunchConfig``'s attributes as cuda-python's: the cooperative one
+    (``grid.sync()``) is served; any other is named, never dropped."""
+    attributes = []
+    for k in range(count):
+        at = address + k * _ATTRIBUTE_SIZE
+        ident = ctypes.c_uint32.from_address(at).value
+        if ident != int(D.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE):
+            raise NotServed(f"cuLaunchKernelEx with launch attribute {ident} is not served by "
+                            "the CPU device's stand-in driver (only the cooperative one is)")
+        a = D.CUlaunchAttribute()
+        a.id = D.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        a.value.cooperative = ctypes.c_int32.from_address(at + 8).value
+        attributes.append(a)
+    return attributes
+
+
 def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
     """``cuLaunchKernelEx``: the C ``CUlaunchConfig`` read into cuda-python's."""
     if not config:
         return INVALID_VALUE
     dims = (ctypes.c_uint32 * 7).from_address(config)
     stream = ctypes.c_uint64.from_address(config + 32).value
-    if ctypes.c_uint32.from_address(config + 48).value:
-        raise NotServed("cuLaunchKernelEx with launch attributes is not served by the CPU "
-                        "device's stand-in driver")
+    count = ctypes.c_uint32.from_address(config + 48).value
+    attributes = _launch_attributes(ctypes.c_uint64.from_address(config + 40).value, count) \
+        if count else []
     c = D.CUlaunchConfig()
     (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
      c.sharedMemBytes) = tuple(dims)
     c.hStream = D.CUstream(stream)
+    if attributes:
+        c.attrs = attributes
+        c.numAttrs = len(attributes)
     return int(D.cuLaunchKernelEx(c, f, params, extra)[0])
 
 
@@ -364,7 +388,8 @@ def _table() -> dict[str, Callable[..., int]]:
                  "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD8Async",
                  "cuMemsetD16Async", "cuMemsetD32Async", "cuStreamDestroy",
                  "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent", "cuEventRecord",
-                 "cuEventSynchronize", "cuEventQuery", "cuEventDestroy"):
+                 "cuEventSynchronize", "cuEventQuery", "cuEventDestroy",
+                 "cuLaunchCooperativeKernel"):
         calls[name] = _plain(name)
     return calls
 
