@@ -24,7 +24,13 @@ INVALID_VALUE = 1
 
 class NotServed(Exception):
     """A form of a served function that the stand-in does not serve (the
-    adapter names it in the findings, the program gets NOT_SUPPORTED)."""
+    adapter names it in the findings, the program gets NOT_SUPPORTED);
+    ``label``: the name the findings list it under, when not the function's
+    (a CUDA library a framework reached the driver from)."""
+
+    def __init__(self, why: str, label: str | None = None) -> None:
+        super().__init__(why)
+        self.label = label
 
 
 _ERROR_TEXTS: dict[tuple[str, int], ctypes.Array] = {}
@@ -324,8 +330,46 @@ def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
     return int(D.cuLaunchKernelEx(c, f, params, extra)[0])
 
 
+FRAMEWORK_LIBRARIES = {
+    "cupy/random/_generator_api": "cuRAND",
+    "cupy/cuda/cub": "CUB",
+    "cupy/cuda/thrust": "Thrust",
+    "cupy/cuda/jitify": "Jitify",
+}
+"""A framework's extension modules that carry a CUDA library (machine code
+and NVIDIA's runtime linked in statically, reaching the driver through its
+private interface), by path less the extension suffix: the library they are."""
+
+
+def _extension_module(path: str) -> str | None:
+    """``pkg/mod`` of a Python extension module's file (``.../site-packages/
+    pkg/mod.cpython-311-x86_64-linux-gnu.so``), None for any other library."""
+    name = path.rsplit("/", 1)[-1]
+    if ".cpython-" not in name and not name.endswith(".abi3.so"):
+        return None
+    folders = path.rsplit("/", 1)[0].split("/")
+    stem = name.split(".", 1)[0]
+    for at in range(len(folders) - 1, -1, -1):
+        if folders[at] in ("site-packages", "dist-packages"):
+            return "/".join(folders[at + 1:] + [stem])
+    return stem
+
+
 def _export_table(_table: int, caller: int) -> int:
     who = _cstr(caller).decode(errors="replace")
+    module = _extension_module(who)
+    if module is not None:
+        dotted = module.replace("/", ".")
+        library = FRAMEWORK_LIBRARIES.get(module)
+        if library is not None:
+            raise NotServed(f"{library} is a CUDA library, which gpusafe's CPU device does not "
+                            f"run ({dotted} carries it, with NVIDIA's CUDA runtime linked in); "
+                            "run with a GPU (--device cuda) to use it",
+                            label=f"{library}: {dotted}")
+        raise NotServed(f"{dotted}, a Python extension module, has NVIDIA's CUDA runtime (or a "
+                        "CUDA library) linked in, which reaches the driver through its private "
+                        "interface: gpusafe's CPU device serves the public driver API only; run "
+                        "with a GPU (--device cuda) to use it", label=dotted)
     raise NotServed(
         f"cuGetExportTable, the driver's private interface, was asked for by {who}: a CUDA "
         "runtime linked statically into the program uses it, and the CPU device serves the "
