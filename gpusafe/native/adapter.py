@@ -58,7 +58,7 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
     """One call of the driver function of row ``index`` with its C arguments."""
     session = current_session()
     if session is None:
-        print("gpusafe: the stand-in CUDA driver runs only under `gpusafe run --device cpu`",
+        print("gpusafe: the stand-in CUDA driver runs only under `gpusafe run`",
               file=sys.stderr)
         return NOT_INITIALIZED
     row = rows()[index]

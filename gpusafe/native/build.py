@@ -193,6 +193,46 @@ def library_dir() -> Path:
     return folder
 
 
+SIMULATED_ADAPTER = "gpusafe.native.simulated"
+
+
+def simulated_driver() -> Path:
+    """A simulated GPU's ``libcuda.so.1`` (:mod:`gpusafe.native.simulated`):
+    the stand-in's stubs served by a plain CPU device, for tests of
+    ``--device cuda`` without a GPU.  Built on demand, in its own folder."""
+    flags = _python_link_flags()
+    text = source()
+    # -Bsymbolic: its table hands out its own stubs, not the checked
+    # driver's, which is loaded first, globally, with the same names
+    extra = [f'-DGS_ADAPTER="{SIMULATED_ADAPTER}"', "-Wl,-Bsymbolic"]
+    key = hashlib.sha256("\0".join([text, *extra, *CFLAGS, *flags, sys.version])
+                         .encode()).hexdigest()[:16]
+    folder = _cache_root() / f"simulated-{key}"
+    if (folder / LIBRARY).is_file():
+        return folder / LIBRARY
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise BuildError("no C compiler (cc) to build the simulated GPU's driver")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=folder.parent))
+    try:
+        (work / "libcuda.c").write_text(text)
+        done = subprocess.run([compiler, *CFLAGS, *extra, "-o", str(work / LIBRARY),
+                               str(work / "libcuda.c"), *flags, "-lpthread", "-ldl"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildError("building the simulated GPU's driver failed:\n"
+                             + done.stderr[-4000:])
+        try:
+            os.replace(work, folder)
+        except OSError:
+            if not (folder / LIBRARY).is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return folder / LIBRARY
+
+
 if __name__ == "__main__":
     try:
         print(library_dir())

@@ -417,9 +417,11 @@ def _table() -> dict[str, Callable[..., int]]:
         calls[name] = out1_i32(name)
     calls["cuCtxGetFlags"] = _out1(_put_u32)("cuCtxGetFlags")
     for name, put in (("cuStreamGetFlags", _put_u32), ("cuStreamGetPriority", _put_i32),
+                      ("cuStreamIsCapturing", _put_i32),
                       ("cuStreamGetCtx", _put), ("cuCtxGetApiVersion", _put_u32)):
         calls[name] = _outputs_last(name, 1, put)
     for name in ("cuDeviceTotalMem", "cuCtxGetCurrent", "cuStreamCreateWithPriority",
+                 "cuMemHostGetDevicePointer",
                  "cuFuncGetModule", "cuCtxPopCurrent",
                  "cuDevicePrimaryCtxRetain", "cuMemAlloc", "cuMemAllocHost", "cuMemHostAlloc",
                  "cuMemAllocManaged", "cuMemAllocAsync", "cuStreamCreate", "cuEventCreate"):

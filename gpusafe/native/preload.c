@@ -212,6 +212,13 @@ void *dlopen(const char *file, int mode) {
     pthread_once(&gs_once, gs_init);
     if (gs_is_driver(file))
         pthread_once(&gs_drivers_once, gs_open_drivers);
+    /* gpusafe's own door (cuda.bindings) gets the real driver by its path:
+     * by name it would find the stand-in, first on LD_LIBRARY_PATH and
+     * loaded under the same soname. */
+    if (gs_is_driver(file) && gs_real && gs_from_own_door(__builtin_return_address(0))) {
+        gs_say("dlopen", file, "real driver (gpusafe's own door)");
+        return gs_real_dlopen(gs_real_path, mode);
+    }
     if (gs_is_driver(file) && gs_checked && strcmp(file, gs_checked_path) != 0 &&
         !gs_from_own_door(__builtin_return_address(0))) {
         gs_say("dlopen", file, gs_real ? "real driver, checked entry points" : "checked");
@@ -319,8 +326,8 @@ static void *gs_lookup(const char *what, void *handle, const char *name, const c
         pthread_once(&gs_drivers_once, gs_open_drivers);
         return gs_checked ? gs_route(what, name, version) : found;
     }
-    if (handle != gs_checked && handle != gs_real)
-        return gs_plain(handle, name, version);
+    if ((handle != gs_checked && handle != gs_real) || strncmp(name, "cu", 2) != 0)
+        return gs_plain(handle, name, version); /* not a driver entry point */
     return gs_route(what, name, version);
 }
 

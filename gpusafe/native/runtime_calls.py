@@ -24,6 +24,9 @@ _FATBIN_MAGIC = 0xBA55ED50
 _PTX = 1
 
 INVALID_DEVICE_FUNCTION = 98
+ON_A_GPU = ("the stand-in CUDA runtime serves the CPU device only: on a GPU its calls would "
+            "run through cuda-bindings' runtime, NVIDIA's static one, untested there "
+            "(docs/decisions.md, the native door's third slice)")
 INITIALIZATION_ERROR = 3
 
 _modules: dict[int, int] = {}  # fatbin wrapper address -> module handle
@@ -312,6 +315,8 @@ def dispatch(name: str, args: tuple[int, ...]) -> int:
     session = adapter.current_session()
     if session is None:
         return INITIALIZATION_ERROR
+    if session.options.device != "cpu":  # `gpusafe run` refuses such programs on a GPU
+        return adapter.not_served(name, session, ON_A_GPU)
     if name in _RESULTS:
         return _RESULTS[name](*args)
     try:

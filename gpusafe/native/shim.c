@@ -24,6 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The Python module whose dispatch() serves the stubs: the checked driver's
+ * adapter, or (a test's simulated GPU) gpusafe.native.simulated. */
+#ifndef GS_ADAPTER
+#define GS_ADAPTER "gpusafe.native.adapter"
+#endif
+
 typedef int CUresult;
 #define GS_SUCCESS 0
 #define GS_ERROR_NOT_INITIALIZED 3
@@ -125,7 +131,7 @@ static void gs_start_interpreter(void) {
 }
 
 static int gs_import(void) {
-    PyObject *module = PyImport_ImportModule("gpusafe.native.adapter");
+    PyObject *module = PyImport_ImportModule(GS_ADAPTER);
     if (module) {
         gs_dispatch_fn = PyObject_GetAttrString(module, "dispatch");
         gs_finish_fn = PyObject_GetAttrString(module, "finish");

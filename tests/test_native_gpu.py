@@ -1,0 +1,113 @@
+"""Native programs on a GPU (``--device cuda``, issue 11, third slice),
+proven without one: a simulated GPU (``gpusafe.native.simulated``, the
+stand-in's stubs served by a plain CPU device, not gpusafe's checked driver)
+is named as the real driver by ``GPUSAFE_REAL_LIBCUDA``.  gpusafe's own
+cuda.bindings runs the cuda backend on it; the program's driver calls reach
+the checked driver through the preload door (and ``-lcuda``), the engine
+instruments the kernels and reads the records back from the "GPU"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "tests" / "native"
+
+
+def _include() -> Path | None:
+    for entry in sys.path:
+        candidate = Path(entry) / "nvidia" / "cu13" / "include"
+        if (candidate / "cuda.h").is_file():
+            return candidate
+    return None
+
+
+INCLUDE = _include()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("cc") is None or INCLUDE is None,
+                                 reason="needs a C compiler and the pip toolkit's cuda.h")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from gpusafe.native.build import library_dir, simulated_driver
+    from gpusafe_testkit.corpus import nvrtc_compile
+
+    lib = library_dir()
+    out = tmp_path_factory.mktemp("gpu")
+    for kernel in ("saxpy", "fill"):
+        cu = SOURCES / f"{kernel}.cu"
+        (out / f"{kernel}.ptx").write_text(nvrtc_compile(cu.read_text(), str(cu),
+                                                         options=["-lineinfo"]))
+    found = {"dir": out, "simulated": simulated_driver()}
+    for name in ("saxpy", "oob", "double_free", "proc_address"):
+        link = ["-ldl"] if name == "proc_address" else [f"-L{lib}", "-lcuda"]
+        subprocess.run(["cc", "-g", "-Wall", "-Werror", "-o", str(out / name),
+                        str(SOURCES / f"{name}.c"), f"-I{INCLUDE}", *link], check=True)
+        found[name] = out / name
+    return found
+
+
+def _run(argv: list[str], built: dict[str, Path], tmp_path: Path,
+         **extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / "report.json"
+    env = dict(os.environ, GPUSAFE_REAL_LIBCUDA=str(built["simulated"]), **extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cuda",
+                           "--json", str(report), "--", *argv],
+                          capture_output=True, text=True, env=env, timeout=300)
+    return done, json.loads(report.read_text()) if report.exists() else {}
+
+
+def test_a_correct_driver_program_passes_on_the_gpu(built: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    done, doc = _run([str(built["saxpy"]), str(built["dir"] / "saxpy.ptx")], built, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "saxpy ok" in done.stdout
+    assert "(--device cuda)" in done.stderr
+    assert doc["violations"] == [] and not doc.get("unimplemented_calls")
+    assert doc["checked_kernels"] == [{"name": "saxpy", "launches": 1}]
+
+
+def test_a_kernel_out_of_bounds_write_is_found_at_its_line_on_the_gpu(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    done, doc = _run([str(built["oob"]), str(built["dir"] / "fill.ptx")], built, tmp_path)
+    assert done.returncode == 86, done.stdout + done.stderr
+    [v] = doc["violations"]
+    assert (v["kind"], v["access"], v["kernel"]) == ("global-out-of-bounds", "write", "fill")
+    assert (v["location"]["file"], v["location"]["line"]) == (str(SOURCES / "fill.cu"), 4)
+    assert (v["allocation"]["size"], v["allocation"]["offset"]) == (1024, 1024)
+    assert v["threads"] == [{"block": [1, 0, 0], "thread": [0, 0, 0]}]
+    assert v["allocation"]["allocated_at"].endswith("oob.c:16")
+
+
+def test_frees_are_judged_on_the_gpu(built: dict[str, Path], tmp_path: Path) -> None:
+    done, doc = _run([str(built["double_free"]), str(built["dir"] / "fill.ptx")], built,
+                     tmp_path)
+    assert done.returncode == 86, done.stdout + done.stderr
+    assert [v["kind"] for v in doc["violations"]] == ["use-after-free", "double-free"]
+
+
+def test_the_preload_door_routes_dlopen_and_cuGetProcAddress_on_the_gpu(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    """The program opens the driver by a path that exists nowhere and
+    resolves every function through cuGetProcAddress_v2: the checked ones
+    reach gpusafe, the driver's handle is the real (simulated) one, and
+    gpusafe's own cuda.bindings gets the real driver."""
+    done, doc = _run([str(built["proc_address"]), "/nonexistent/libcuda.so.1"], built,
+                     tmp_path, GPUSAFE_PRELOAD_TRACE="1")
+    assert "resolved through cuGetProcAddress; overlong copy: 1" in done.stdout, done.stderr
+    trace = done.stderr
+    assert "dlopen(/nonexistent/libcuda.so.1) -> real driver, checked entry points" in trace
+    assert "dlopen(libcuda.so.1) -> real driver (gpusafe's own door)" in trace
+    assert "cuGetProcAddress(cuMemcpyDtoH) -> checked" in trace
+    assert done.returncode == 86
+    [v] = doc["violations"]
+    assert (v["kind"], v["allocation"]["size"]) == ("api-out-of-bounds", 64)
