@@ -8,6 +8,7 @@ instruments the kernels and reads the records back from the "GPU"."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -111,3 +112,44 @@ def test_the_preload_door_routes_dlopen_and_cuGetProcAddress_on_the_gpu(
     assert done.returncode == 86
     [v] = doc["violations"]
     assert (v["kind"], v["allocation"]["size"]) == ("api-out-of-bounds", 64)
+
+
+needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                                 reason="needs numba-cuda")
+
+
+@needs_numba
+def test_numba_kernel_out_of_bounds_found_at_its_line_on_the_gpu(built: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """numba-cuda loads and launches its kernels from C (cuda.core over
+    cuda.bindings' C layer): on a GPU that layer loads the stand-in, which
+    checks the program's calls and forwards gpusafe's own to the real driver."""
+    done, doc = _run([sys.executable, str(SOURCES / "numba_oob.py")], built, tmp_path)
+    assert done.returncode == 86, done.stdout + done.stderr
+    assert "first: [1.0, 2.0, 3.0]" in done.stdout
+    found = sorted((v["kind"], v["access"], v["location"]["line"], v["allocation"]["size"])
+                   for v in doc["violations"])
+    assert found == [("global-out-of-bounds", "read", 12, 400),
+                     ("global-out-of-bounds", "write", 12, 400)]
+    assert all(v["location"]["file"].endswith("numba_oob.py") for v in doc["violations"])
+    assert [k["launches"] for k in doc["checked_kernels"]] == [1]
+
+
+@needs_numba
+def test_numba_shared_memory_and_atomics_pass_on_the_gpu(built: dict[str, Path],
+                                                         tmp_path: Path) -> None:
+    done, doc = _run([sys.executable, str(SOURCES / "numba_histogram.py")], built, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert doc["violations"] == [] and not doc.get("unimplemented_calls")
+    assert doc["checked_kernels"] and not doc.get("unchecked_kernels")
+
+
+def test_a_cuda_python_program_keeps_the_python_door_on_the_gpu(built: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    """A cuda-python program's calls are checked once, by the Python door:
+    its backend's calls pass the stand-in to the real driver."""
+    done, doc = _run([sys.executable, str(ROOT / "samples" / "double_free.py")], built,
+                     tmp_path)
+    assert done.returncode == 86, done.stdout + done.stderr
+    assert [v["kind"] for v in doc["violations"]] == ["double-free"]
+    assert not doc.get("unimplemented_calls")

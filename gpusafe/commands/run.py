@@ -196,17 +196,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         command = classify(argv)
         device, device_name, note = choose_device(args.device)
-        real_driver = None
+        real_driver = None if device == "cpu" else loaded_driver()
         if not command.python and device != "cpu":
             refusal = gpu_refusal(command)
             if refusal is not None:
                 return tool_error(PROG, refusal)
-            real_driver = loaded_driver()
             if real_driver is None:
                 return tool_error(PROG, f"{argv[0]} is a native program: gpusafe cannot tell "
                                         "which CUDA driver this process loaded, which its "
                                         "unchecked calls must reach. Nothing was run.")
-        stand_in = stand_in_driver(command) if device == "cpu" or not command.python else None
+        stand_in = stand_in_driver(command) if device == "cpu" or real_driver else None
     except LaunchError as e:
         return tool_error(PROG, str(e))
     if not args.check:

@@ -55,7 +55,11 @@ def _stub(row: Row) -> str:
         sets.append(f"{macro}({i}, p{i});")
     n = len(row.params)
     array = f"gs_arg a[{n}]; " if n else "gs_arg *a = NULL; "
-    return (f"{linkage}CUresult {name}({params}) {{ {array}{' '.join(sets)} "
+    types = ", ".join(C_TYPES[c] for c, _ in row.params) or "void"
+    names = ", ".join(f"p{i}" for i in range(n))
+    forward = (f"if (gs_backend) {{ CUresult (*f_)({types}) = (CUresult (*)({types}))"
+               f"gs_forward({row.index}); if (f_) return f_({names}); }} ")
+    return (f"{linkage}CUresult {name}({params}) {{ {forward}{array}{' '.join(sets)} "
             f"return gs_call({row.index}, {n}, a); }}\n")
 
 
@@ -73,6 +77,7 @@ def source() -> str:
                        f"(void *){fn}}},\n")
     parts.append("const gs_entry gs_table[] = {\n" + "".join(entries) + "};\n")
     parts.append(f"const int gs_table_size = {len(entries)};\n")
+    parts.append(f"void *gs_forwarded[{len(entries)}];\n")
     [export] = [r.index for r in rows() if r.base == "cuGetExportTable"]
     parts.append(f"const int gs_export_table_row = {export};\n")
     return "".join(parts)

@@ -173,16 +173,22 @@ def child_environment(session_dir: Path, options: dict,
     packages).  ``preload``: the LD_PRELOAD door too, which routes a
     ``dlopen`` of the driver by any path, and ``cuGetProcAddress``, to it;
     ``real_driver``: on a GPU, the driver what gpusafe does not check goes
-    to, and gpusafe's own ``cuda.bindings`` (the cuda backend) runs on."""
+    to, and gpusafe's own ``cuda.bindings`` (the cuda backend) runs on; a
+    Python program's ``cuda.bindings`` then loads the stand-in (frameworks
+    such as numba-cuda call it from C) and gpusafe's own calls are forwarded
+    to the real driver."""
     env = dict(os.environ)
     if stand_in is not None and preload:
         from ..native.build import LIBRARY, PRELOAD
 
         env["LD_PRELOAD"] = " ".join([str(stand_in / PRELOAD)]
                                      + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+    if stand_in is not None and (preload or real_driver is not None):
+        from ..native.build import LIBRARY
+
         env["GPUSAFE_CHECKED_DRIVER"] = str(stand_in / LIBRARY)
-        if real_driver is not None:
-            env["GPUSAFE_REAL_DRIVER"] = real_driver
+    if stand_in is not None and real_driver is not None:
+        env["GPUSAFE_REAL_DRIVER"] = real_driver
     if stand_in is not None:
         paths = [str(stand_in)] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH")
                                    else [])
