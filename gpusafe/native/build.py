@@ -209,7 +209,7 @@ def simulated_driver() -> Path:
     text = source()
     # -Bsymbolic: its table hands out its own stubs, not the checked
     # driver's, which is loaded first, globally, with the same names
-    extra = [f'-DGS_ADAPTER="{SIMULATED_ADAPTER}"', "-Wl,-Bsymbolic"]
+    extra = [f'-DGS_ADAPTER="{SIMULATED_ADAPTER}"', "-DGS_SIMULATED", "-Wl,-Bsymbolic"]
     key = hashlib.sha256("\0".join([text, *extra, *CFLAGS, *flags, sys.version])
                          .encode()).hexdigest()[:16]
     folder = _cache_root() / f"simulated-{key}"

@@ -92,12 +92,22 @@ typedef CUresult (*gs_get_proc_t)(const char *, void **, int, unsigned long long
 static gs_get_proc_t gs_real_proc;
 static pthread_once_t gs_real_once = PTHREAD_ONCE_INIT;
 
-static void gs_open_real(void) {
+/* The real driver's path, if this process has one (a GPU). */
+static const char *gs_real_path(void) {
+#ifdef GS_SIMULATED
+    return NULL; /* a simulated GPU is the real driver itself */
+#else
     const char *path = getenv("GPUSAFE_REAL_DRIVER");
-    void *lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    return path && *path ? path : NULL;
+#endif
+}
+
+static void gs_open_real(void) {
+    const char *path = gs_real_path();
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
     if (lib)
         gs_real_proc = (gs_get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
-    if (path && *path && !gs_real_proc)
+    if (path && !gs_real_proc)
         fprintf(stderr, "gpusafe: the stand-in CUDA driver cannot reach the real driver %s\n",
                 path);
 }
@@ -349,7 +359,10 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned 
 extern const int gs_export_table_row __attribute__((visibility("hidden")));
 
 CUresult cuGetExportTable(const void **table, const void *id) {
-    if (gs_backend) {
+    /* On a GPU the private interface is the real driver's, to every caller
+     * (gpusafe's backend's runtime, a framework's static runtime): passed
+     * through untouched, as the preload door does. */
+    if (gs_real_path()) {
         CUresult (*real)(const void **, const void *) =
             (CUresult(*)(const void **, const void *))gs_forward(gs_export_table_row);
         if (real)
