@@ -57,11 +57,11 @@ def test_generated_stubs_declare_the_c_types() -> None:
     assert '{"cuCtxCreate", 3020, 0, (void *)gs_old_' in text
 
 
-def test_runtime_program_on_a_gpu_is_refused_before_it_runs(
+def test_static_runtime_program_on_a_gpu_is_refused_before_it_runs(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:
-    """On a GPU only driver-API native programs are checked (third slice): a
-    program on the CUDA runtime is refused with the reason, nothing run."""
+    """On a GPU a statically linked runtime loads its kernels through the
+    driver's private interface: refused with the reason, nothing run."""
     from gpusafe import cli
     from gpusafe.commands import run
 
@@ -71,8 +71,8 @@ def test_runtime_program_on_a_gpu_is_refused_before_it_runs(
     monkeypatch.setattr(run, "choose_device", lambda _: ("cuda", "a GPU", "on a GPU"))
     assert cli.main(["run", "--device", "cuda", "--", str(app)]) == 2
     err = capsys.readouterr().err
-    assert "native program on the CUDA runtime" in err
-    assert "checked on the CPU device (--device cpu" in err
+    assert "CUDA runtime linked in statically" in err
+    assert "Rebuild it with `gpusafe nvcc`" in err
     assert "Nothing was run." in err
 
 

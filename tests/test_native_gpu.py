@@ -153,3 +153,51 @@ def test_a_cuda_python_program_keeps_the_python_door_on_the_gpu(built: dict[str,
     assert done.returncode == 86, done.stdout + done.stderr
     assert [v["kind"] for v in doc["violations"]] == ["double-free"]
     assert not doc.get("unimplemented_calls")
+
+
+def _nvcc() -> Path | None:
+    nvcc = INCLUDE.parent / "bin" / "nvcc" if INCLUDE is not None else None
+    return nvcc if nvcc is not None and nvcc.is_file() else None
+
+
+def _nvcc_build(tmp_path: Path, name: str) -> Path:
+    from gpusafe.native.build import library_dir
+
+    nvcc = _nvcc()
+    assert nvcc is not None and INCLUDE is not None
+    exe = tmp_path / name
+    subprocess.run([str(nvcc), "-o", str(exe), str(SOURCES / f"{name}.cu"), "-lineinfo", "-g",
+                    "-cudart", "shared", "--no-compress", f"-L{library_dir()}",
+                    f"-L{INCLUDE.parent / 'lib'}"], check=True, capture_output=True)
+    return exe
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc")
+def test_a_shared_runtime_program_is_checked_on_the_gpu(built: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    """``nvcc -cudart shared``: the stand-in runtime serves it over the driver
+    door on a GPU (context, allocation, copies, the kernel's PTX loaded and
+    launched checked), never through NVIDIA's runtime."""
+    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_oob"))], built, tmp_path)
+    assert done.returncode == 86, done.stdout + done.stderr
+    assert "sync: cudaSuccess, host[63] = 63" in done.stdout
+    oob, double = doc["violations"]
+    assert (oob["kind"], oob["access"], oob["kernel"]) == (
+        "global-out-of-bounds", "write", "_Z4fillPii")
+    assert (oob["location"]["file"], oob["location"]["line"]) == (
+        str(SOURCES / "runtime_oob.cu"), 6)
+    assert oob["allocation"]["allocated_at"].endswith("runtime_oob.cu:11")
+    assert double["kind"] == "double-free"
+    assert not doc.get("unimplemented_calls")
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc")
+def test_runtime_calls_not_served_on_the_gpu_are_named(built: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    """Streams and events are not served by the stand-in runtime on a GPU
+    yet: named at the program's line, exit 2, never a pass."""
+    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_events"))], built, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    names = {c["name"] for c in doc["unimplemented_calls"]}
+    assert "cudaStreamCreate" in names or "cudaEventCreate" in names
+    assert all("on a GPU" in c["reason"] for c in doc["unimplemented_calls"])

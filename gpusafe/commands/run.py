@@ -239,17 +239,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def gpu_refusal(command: Command) -> str | None:
     """Why a native program is not run on a GPU, or None: driver-API programs
-    are checked there through the preload door; a program on the CUDA
-    runtime is not yet (a static runtime loads kernels through the driver's
-    private interface, which gpusafe cannot see; the stand-in runtime on a
-    real driver is unproven, see docs/decisions.md)."""
+    and programs on the shared CUDA runtime (the stand-in, over the driver
+    door) are checked there; a statically linked runtime is not (it loads
+    kernels through the driver's private interface, which gpusafe cannot see)."""
     path = command.argv[0] if os.sep in command.argv[0] else shutil.which(command.argv[0])
-    if path is None or not uses_cuda_runtime(path):
+    if path is None or uses_cuda_runtime(path) != "static":
         return None
-    return (f"{command.argv[0]} is a native program on the CUDA runtime: on a GPU gpusafe "
-            "checks native programs that use the driver API only today; a runtime program "
-            "is checked on the CPU device (--device cpu, built with `gpusafe nvcc`). "
-            "Nothing was run.")
+    return (f"{command.argv[0]} is a native program with the CUDA runtime linked in "
+            "statically (nvcc's default), which loads its kernels through the driver's "
+            "private interface: gpusafe cannot see them. Rebuild it with `gpusafe nvcc` "
+            "(or `nvcc -cudart shared`). Nothing was run.")
 
 
 def conclude(report: Report, args: argparse.Namespace,

@@ -16,7 +16,7 @@ from typing import Any
 from cuda.bindings import driver as D
 from cuda.bindings import runtime as R
 
-from . import adapter, fatbin
+from . import adapter, fatbin, runtime_on_driver
 from .calls import NotServed
 
 _WRAPPER_MAGIC = 0x466243B1
@@ -24,9 +24,13 @@ _FATBIN_MAGIC = 0xBA55ED50
 _PTX = 1
 
 INVALID_DEVICE_FUNCTION = 98
-ON_A_GPU = ("the stand-in CUDA runtime serves the CPU device only: on a GPU its calls would "
-            "run through cuda-bindings' runtime, NVIDIA's static one, untested there "
-            "(docs/decisions.md, the native door's third slice)")
+ON_A_GPU = ("not served by the stand-in CUDA runtime on a GPU, where it runs over the "
+            "driver door only (gpusafe.native.runtime_on_driver); run on the CPU device "
+            "(--device cpu) to check this program")
+_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel")
+_on_gpu = threading.Event()
+"""Set once this process's runtime serves a GPU: the context is the driver's
+primary context, made current by ``runtime_on_driver``."""
 INITIALIZATION_ERROR = 3
 
 _modules: dict[int, int] = {}  # fatbin wrapper address -> module handle
@@ -79,7 +83,9 @@ def _module(wrapper: int, what: str) -> int:
     CUresult when it cannot be)."""
     if wrapper not in _modules:
         ptx = fatbin_ptx(wrapper, what)
-        R.cudaFree(0)  # the runtime's context, current on this thread
+        err = runtime_on_driver.current() if _on_gpu.is_set() else int(R.cudaFree(0)[0])
+        if err:  # the runtime's context, current on this thread
+            return -err
         err, module = D.cuModuleLoadData(ptx)
         if err != D.CUresult.CUDA_SUCCESS:
             return -int(err)
@@ -315,12 +321,17 @@ def dispatch(name: str, args: tuple[int, ...]) -> int:
     session = adapter.current_session()
     if session is None:
         return INITIALIZATION_ERROR
-    if session.options.device != "cpu":  # `gpusafe run` refuses such programs on a GPU
-        return adapter.not_served(name, session, ON_A_GPU)
     if name in _RESULTS:
         return _RESULTS[name](*args)
+    call = CALLS[name] if name in CALLS else None
+    if session.options.device != "cpu" and name not in ("__unserved", "__unserved_cuda12"):
+        _on_gpu.set()
+        call = runtime_on_driver.CALLS.get(name) or (CALLS[name] if name in _LAUNCHES else None)
+        if call is None:
+            return adapter.not_served(name, session, ON_A_GPU)
     try:
-        error = CALLS[name](*args)
+        assert call is not None, name
+        error = call(*args)
     except (NotServed, NotImplementedError) as e:
         error = adapter.not_served(name, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such

@@ -114,16 +114,18 @@ def loaded_driver() -> str | None:
     return None
 
 
-def uses_cuda_runtime(path: str) -> bool:
-    """Whether a native program links the CUDA runtime (statically, nvcc's
-    default, or shared): its registration entry point or library is named in
-    the file."""
+def uses_cuda_runtime(path: str) -> str | None:
+    """How a native program links the CUDA runtime: ``shared`` (it names
+    ``libcudart.so``), ``static`` (nvcc's default: the runtime's
+    registration entry point is in the file, its library is not), or None."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
-        return False
-    return b"__cudaRegisterFatBinary" in data or b"libcudart.so" in data
+        return None
+    if b"libcudart.so" in data:
+        return "shared"
+    return "static" if b"__cudaRegisterFatBinary" in data else None
 
 
 def probe_gpu() -> str | None:
