@@ -63,7 +63,8 @@ def _run(argv: list[str], built: dict[str, Path], tmp_path: Path,
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cuda",
                            "--json", str(report), "--", *argv],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, errors="replace", env=env,
+                          timeout=300)
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
@@ -192,12 +193,29 @@ def test_a_shared_runtime_program_is_checked_on_the_gpu(built: dict[str, Path],
 
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc")
+def test_streams_events_and_device_variables_on_the_gpu(built: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_events"))], built, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "events: no error 1 1" in done.stdout
+    assert doc["violations"] == [] and not doc.get("unimplemented_calls")
+    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_symbols"))], built, tmp_path)
+    assert "symbols: 64 10 252 over=1" in done.stdout, done.stderr
+    assert done.returncode == 86
+    [v] = doc["violations"]
+    assert v["kind"] == "api-out-of-bounds"
+    assert (v["allocation"]["size"], v["allocation"]["offset"]) == (16, 4)
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc")
 def test_runtime_calls_not_served_on_the_gpu_are_named(built: dict[str, Path],
                                                        tmp_path: Path) -> None:
-    """Streams and events are not served by the stand-in runtime on a GPU
-    yet: named at the program's line, exit 2, never a pass."""
-    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_events"))], built, tmp_path)
+    """cudaGetDeviceProperties is not served by the stand-in runtime on a GPU
+    (its struct comes from NVIDIA's runtime there): named at the program's
+    line, exit 2, never a pass."""
+    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_properties"))], built, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
-    names = {c["name"] for c in doc["unimplemented_calls"]}
-    assert "cudaStreamCreate" in names or "cudaEventCreate" in names
-    assert all("on a GPU" in c["reason"] for c in doc["unimplemented_calls"])
+    [call] = doc["unimplemented_calls"]
+    assert call["name"] == "cudaGetDeviceProperties"
+    assert call["site"].endswith("runtime_properties.cu:7")
+    assert "on a GPU" in call["reason"]

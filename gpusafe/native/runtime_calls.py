@@ -27,7 +27,9 @@ INVALID_DEVICE_FUNCTION = 98
 ON_A_GPU = ("not served by the stand-in CUDA runtime on a GPU, where it runs over the "
             "driver door only (gpusafe.native.runtime_on_driver); run on the CPU device "
             "(--device cpu) to check this program")
-_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel")
+_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaMemcpyToSymbol",
+             "cudaMemcpyFromSymbol", "cudaGetSymbolAddress")
+"""Served on a GPU as on the CPU device (their module and copies follow the device)."""
 _on_gpu = threading.Event()
 """Set once this process's runtime serves a GPU: the context is the driver's
 primary context, made current by ``runtime_on_driver``."""
@@ -118,22 +120,31 @@ def _symbol(name: int, wrapper: int) -> tuple[int, int]:
     return int(address), int(size)
 
 
+def _copy(dst: int, src: int, n: int, kind: int) -> int:
+    """A copy of the runtime's (``cudaMemcpyKind`` ``kind``): on a GPU over
+    the driver door, on the CPU device through the runtime door."""
+    if _on_gpu.is_set():
+        return runtime_on_driver.copy(dst, src, n, kind)
+    return int(R.cudaMemcpy(dst, src, n, R.cudaMemcpyKind(kind))[0])
+
+
+_HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE = 1, 2, 3
+
+
 def _to_symbol(name: int, wrapper: int, src: int, n: int, offset: int, kind: int) -> int:
     address, _ = _symbol(name, wrapper)
     if address < 0:
         return -address
-    direction = R.cudaMemcpyKind.cudaMemcpyDeviceToDevice if kind == 3 else \
-        R.cudaMemcpyKind.cudaMemcpyHostToDevice
-    return int(R.cudaMemcpy(address + offset, src, n, direction)[0])
+    direction = _DEVICE_TO_DEVICE if kind == _DEVICE_TO_DEVICE else _HOST_TO_DEVICE
+    return _copy(address + offset, src, n, direction)
 
 
 def _from_symbol(name: int, wrapper: int, dst: int, n: int, offset: int, kind: int) -> int:
     address, _ = _symbol(name, wrapper)
     if address < 0:
         return -address
-    direction = R.cudaMemcpyKind.cudaMemcpyDeviceToDevice if kind == 3 else \
-        R.cudaMemcpyKind.cudaMemcpyDeviceToHost
-    return int(R.cudaMemcpy(dst, address + offset, n, direction)[0])
+    direction = _DEVICE_TO_DEVICE if kind == _DEVICE_TO_DEVICE else _DEVICE_TO_HOST
+    return _copy(dst, address + offset, n, direction)
 
 
 def _symbol_address(name: int, wrapper: int, address_out: int, size_out: int) -> int:

@@ -114,6 +114,45 @@ def _device_count(out: int) -> int:
     return int(err)
 
 
+def _out(name: str, ctype: type = ctypes.c_uint64) -> Callable[..., int]:
+    """``cudaX(T *out, args...)`` as the driver's ``cuX(args...) -> (err, value)``."""
+    def call(out: int, *args: int) -> int:
+        err, value = getattr(D, name)(*args)
+        if err == _OK and out:
+            ctype.from_address(out).value = int(value)
+        return int(err)
+
+    return call
+
+
+def _plain(name: str) -> Callable[..., int]:
+    return lambda *args: int(getattr(D, name)(*args)[0])
+
+
+def _elapsed(out: int, start: int, end: int) -> int:
+    err, ms = D.cuEventElapsedTime(start, end)
+    if err == _OK and out:
+        ctypes.c_float.from_address(out).value = float(ms)
+    return int(err)
+
+
+def _device_attribute(out: int, attr: int, dev: int) -> int:
+    """The runtime's device attributes are the driver's, number for number."""
+    try:
+        attribute = D.CUdevice_attribute(attr)
+    except ValueError:
+        return INVALID_VALUE
+    err, value = D.cuDeviceGetAttribute(attribute, dev)
+    if err == _OK and out:
+        ctypes.c_int32.from_address(out).value = int(value)
+    return int(err)
+
+
+def copy(dst: int, src: int, n: int, kind: int) -> int:
+    """A copy the runtime asked for, with the runtime's context current."""
+    return _in_context(_memcpy)(dst, src, n, kind)
+
+
 CALLS: dict[str, Callable[..., int]] = {
     "cudaMalloc": _in_context(_malloc),
     "cudaFree": _in_context(_free),
@@ -124,5 +163,24 @@ CALLS: dict[str, Callable[..., int]] = {
     "cudaSetDevice": _set_device,
     "cudaGetDevice": _get_device,
     "cudaGetDeviceCount": _device_count,
+    "cudaDeviceGetAttribute": _in_context(_device_attribute),
+    "cudaMallocHost": _in_context(_out("cuMemAllocHost")),
+    "cudaFreeHost": _in_context(_plain("cuMemFreeHost")),
+    "cudaMallocManaged": _in_context(_out("cuMemAllocManaged")),
+    # stream and event flags and status codes are the driver's, number for number
+    "cudaStreamCreate": _in_context(lambda out: _out("cuStreamCreate")(out, 0)),
+    "cudaStreamCreateWithFlags": _in_context(_out("cuStreamCreate")),
+    "cudaEventCreate": _in_context(lambda out: _out("cuEventCreate")(out, 0)),
+    "cudaEventCreateWithFlags": _in_context(_out("cuEventCreate")),
+    "cudaEventElapsedTime": _in_context(_elapsed),
+    **{runtime: _in_context(_plain(driver)) for runtime, driver in (
+        ("cudaStreamDestroy", "cuStreamDestroy"),
+        ("cudaStreamSynchronize", "cuStreamSynchronize"),
+        ("cudaStreamQuery", "cuStreamQuery"),
+        ("cudaEventRecord", "cuEventRecord"),
+        ("cudaEventSynchronize", "cuEventSynchronize"),
+        ("cudaEventQuery", "cuEventQuery"),
+        ("cudaEventDestroy", "cuEventDestroy"))},
 }
-"""The runtime functions served on a GPU (launches: ``runtime_calls``)."""
+"""The runtime functions served on a GPU (launches and device variables:
+``runtime_calls``, with :func:`copy` and :func:`current`)."""
