@@ -57,17 +57,37 @@ def test_generated_stubs_declare_the_c_types() -> None:
     assert '{"cuCtxCreate", 3020, 0, (void *)gs_old_' in text
 
 
-def test_native_program_on_a_gpu_is_refused_before_it_runs(
+def test_static_runtime_program_on_a_gpu_is_refused_before_it_runs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """On a GPU a statically linked runtime loads its kernels through the
+    driver's private interface: refused with the reason, nothing run."""
+    from gpusafe import cli
+    from gpusafe.commands import run
+
+    app = tmp_path / "app"
+    app.write_bytes(b"\x7fELF...__cudaRegisterFatBinary...")
+    app.chmod(0o755)
+    monkeypatch.setattr(run, "choose_device", lambda _: ("cuda", "a GPU", "on a GPU"))
+    assert cli.main(["run", "--device", "cuda", "--", str(app)]) == 2
+    err = capsys.readouterr().err
+    assert "CUDA runtime linked in statically" in err
+    assert "Rebuild it with `gpusafe nvcc`" in err
+    assert "Nothing was run." in err
+
+
+def test_native_program_on_a_gpu_needs_the_driver_path(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """The LD_PRELOAD door for real GPUs is not built yet: say so, run nothing."""
+    """A driver-API program on a GPU: its unchecked calls must reach the real
+    driver, so without its path nothing is run."""
     from gpusafe import cli
     from gpusafe.commands import run
 
     monkeypatch.setattr(run, "choose_device", lambda _: ("cuda", "a GPU", "on a GPU"))
+    monkeypatch.setattr(run, "loaded_driver", lambda: None)
     assert cli.main(["run", "--device", "cuda", "--", "/bin/true"]) == 2
     err = capsys.readouterr().err
-    assert "native programs on the CPU device only today (--device cpu)" in err
-    assert "Nothing was run." in err
+    assert "cannot tell which CUDA driver" in err and "Nothing was run." in err
 
 
 def test_gpusafe_nvcc_adds_what_checking_needs_unless_chosen(tmp_path: Path) -> None:
@@ -243,7 +263,7 @@ def test_native_program_without_gpusafe_session_is_refused(built: dict[str, Path
     done = subprocess.run([str(built["saxpy"]), str(built["dir"] / "saxpy.ptx")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 3
-    assert "runs only under `gpusafe run --device cpu`" in done.stderr
+    assert "runs only under `gpusafe run`" in done.stderr
 
 
 # -- frameworks that load the driver themselves, and a statically linked runtime --------

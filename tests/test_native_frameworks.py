@@ -142,3 +142,30 @@ def test_cupy_library_calls_are_named_never_passed(tmp_path: Path) -> None:
     assert set(calls) == {"cuBLAS: cupy_backends", "Thrust: cupy", "cuRAND: cupy_backends"}
     # the program's line that called into CuPy: `work()`
     assert {c["site"] for c in calls.values()} == {"tests/native/cupy_libraries.py:11"}
+
+
+@pytest.mark.slow
+@needs_cupy
+def test_cupy_generator_api_is_named_as_curand(tmp_path: Path) -> None:
+    """``default_rng`` reaches the driver from CuPy's own extension module
+    (NVIDIA's runtime linked in, cuRAND's kernels): named as cuRAND at the
+    program's line, with no advice to rebuild with ``-cudart shared``, which a
+    CuPy user cannot follow."""
+    done, doc = _run("cupy_default_rng.py", tmp_path)
+    assert done.returncode == 2, done.stderr
+    [call] = doc["unimplemented_calls"]
+    assert call["name"] == "cuRAND: cupy.random._generator_api"
+    assert call["site"] == "tests/native/cupy_default_rng.py:6"
+    assert call["reason"].startswith("cuRAND is a CUDA library, which gpusafe's CPU device "
+                                     "does not run")
+    assert "-cudart" not in done.stderr
+
+
+def test_extension_modules_are_named_by_their_package_path() -> None:
+    from gpusafe.native.calls import _extension_module
+
+    site = "/venv/lib/python3.11/site-packages"
+    assert _extension_module(f"{site}/cupy/random/_generator_api.cpython-311-x86_64-linux-gnu"
+                             ".so") == "cupy/random/_generator_api"
+    assert _extension_module("/opt/app/fast.abi3.so") == "fast"
+    assert _extension_module("/opt/app/libkernels.so") is None  # a program's own library

@@ -97,6 +97,52 @@ def test_unchecked_functions_pass_to_the_real_driver(programs: dict[str, Path],
     assert not doc.get("unimplemented_calls")
 
 
+@pytest.mark.parametrize("lookup", ["dlvsym", "default"])
+def test_dlvsym_and_rtld_default_lookups_are_routed(programs: dict[str, Path], tmp_path: Path,
+                                                    lookup: str) -> None:
+    """``dlvsym`` on the driver's handle and ``dlsym(RTLD_DEFAULT, ...)`` of a
+    driver name are routed as ``dlsym`` on the handle is: unrouted, the fake
+    real driver's own ``cuGetProcAddress_v2`` (which knows no ``cuInit``)
+    would answer, and the program would stop (exit 5) before any check."""
+    done, doc = _run([str(programs["exe"]), NOWHERE, "real", lookup], tmp_path,
+                     GPUSAFE_REAL_DRIVER=str(programs["fake"]))
+    assert "real driver: luid 0 FAKELUID 42, export table 0 fake-table" in done.stdout, \
+        done.stderr
+    call = "dlvsym" if lookup == "dlvsym" else "dlsym"
+    assert f"gpusafe preload: {call}(cuGetProcAddress_v2) -> gpusafe's" in done.stderr
+    if lookup == "default":
+        assert "gpusafe preload: dlsym(cuMemAlloc_v2) -> checked" in done.stderr
+    assert done.returncode == 86
+    [v] = doc["violations"]
+    assert (v["kind"], v["allocation"]["size"]) == ("api-out-of-bounds", 64)
+
+
+def test_rtld_default_lookups_of_other_names_are_untouched(programs: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """Only names a driver defines are routed: a program's own symbol looked
+    up in the global scope is its own."""
+    (tmp_path / "main.c").write_text(_DEFAULT_MAIN)
+    subprocess.run(["cc", "-Wall", "-Werror", "-rdynamic", "-o", str(tmp_path / "main"),
+                    str(tmp_path / "main.c"), "-ldl"], check=True)
+    env = dict(os.environ, LD_PRELOAD=str(programs["preload"]))
+    done = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (0, "cuda_helper 5, cuMissing (nil)\n"), \
+        done.stderr
+
+
+_DEFAULT_MAIN = """#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int cuda_helper(void) { return 5; }
+int main(void) {
+    int (*f)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "cuda_helper");
+    printf("cuda_helper %d, cuMissing %p\\n", f ? f() : -1, dlsym(RTLD_DEFAULT, "cuMissing"));
+    return 0;
+}
+"""
+
+
 def test_python_programs_are_not_preloaded(tmp_path: Path) -> None:
     """The door is for native programs; a Python program keeps the Python door."""
     done, _ = _run([sys.executable, "-c", "import os; print(os.environ.get('LD_PRELOAD'))"],

@@ -37,12 +37,15 @@ from ..engine.registry import DEFAULT_PADDING, DEFAULT_QUARANTINE
 from ..exitcodes import EXIT_TOOL_ERROR, EXIT_VIOLATIONS
 from ..process.session import RunOptions
 from ..process.start import (
+    Command,
     LaunchError,
     child_environment,
     choose_device,
     classify,
+    loaded_driver,
     run_program,
     stand_in_driver,
+    uses_cuda_runtime,
 )
 from ..report import Report, ReportBuilder, formats, suppressions
 from ..report.formats import RenderOptions
@@ -193,13 +196,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         command = classify(argv)
         device, device_name, note = choose_device(args.device)
+        real_driver = None if device == "cpu" else loaded_driver()
         if not command.python and device != "cpu":
-            return tool_error(PROG, f"{argv[0]} is a native program: gpusafe checks native "
-                                    "programs on the CPU device only today (--device cpu); "
-                                    "on a GPU, NVIDIA's runtime loads kernels through the "
-                                    "driver's private interface, which gpusafe cannot see. "
-                                    "Nothing was run.")
-        stand_in = stand_in_driver(command) if device == "cpu" else None
+            refusal = gpu_refusal(command)
+            if refusal is not None:
+                return tool_error(PROG, refusal)
+            if real_driver is None:
+                return tool_error(PROG, f"{argv[0]} is a native program: gpusafe cannot tell "
+                                        "which CUDA driver this process loaded, which its "
+                                        "unchecked calls must reach. Nothing was run.")
+        stand_in = stand_in_driver(command) if device == "cpu" or real_driver else None
     except LaunchError as e:
         return tool_error(PROG, str(e))
     if not args.check:
@@ -218,7 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         try:
             env = child_environment(session_dir, options.__dict__, stand_in,
-                                    preload=not command.python)
+                                    preload=not command.python, real_driver=real_driver)
             status = run_program(command, env)
         except LaunchError as e:
             return tool_error(PROG, str(e))
@@ -229,6 +235,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         tool_error(PROG, problem)
     status = conclude(report, args, suppress)
     return EXIT_TOOL_ERROR if problems else status
+
+
+def gpu_refusal(command: Command) -> str | None:
+    """Why a native program is not run on a GPU, or None: driver-API programs
+    and programs on the shared CUDA runtime (the stand-in, over the driver
+    door) are checked there; a statically linked runtime is not (it loads
+    kernels through the driver's private interface, which gpusafe cannot see)."""
+    path = command.argv[0] if os.sep in command.argv[0] else shutil.which(command.argv[0])
+    if path is None or uses_cuda_runtime(path) != "static":
+        return None
+    return (f"{command.argv[0]} is a native program with the CUDA runtime linked in "
+            "statically (nvcc's default), which loads its kernels through the driver's "
+            "private interface: gpusafe cannot see them. Rebuild it with `gpusafe nvcc` "
+            "(or `nvcc -cudart shared`). Nothing was run.")
 
 
 def conclude(report: Report, args: argparse.Namespace,

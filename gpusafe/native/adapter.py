@@ -58,7 +58,7 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
     """One call of the driver function of row ``index`` with its C arguments."""
     session = current_session()
     if session is None:
-        print("gpusafe: the stand-in CUDA driver runs only under `gpusafe run --device cpu`",
+        print("gpusafe: the stand-in CUDA driver runs only under `gpusafe run`",
               file=sys.stderr)
         return NOT_INITIALIZED
     row = rows()[index]
@@ -71,7 +71,9 @@ def dispatch(index: int, typed: bool, args: tuple[int, ...]) -> int:
         return not_served(row.label, session)
     try:
         return call(*args)
-    except (NotServed, NotImplementedError) as e:  # a form, or a function, not served
+    except NotServed as e:  # a form of a function, or what a caller needs, not served
+        return not_served(e.label or row.label, session, str(e))
+    except NotImplementedError as e:  # a function not served
         return not_served(row.label, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such
         session.findings.problem(

@@ -25,9 +25,14 @@ HERE = Path(__file__).resolve().parent
 SHIM = HERE / "shim.c"
 RUNTIME_SHIM = HERE / "runtime_shim.c"
 RUNTIME_NAMES = HERE / "runtime_api.txt"
+RUNTIME_NAMES_12 = HERE / "runtime_api_12.txt"
 PRELOAD_SHIM = HERE / "preload.c"
 LIBRARY = "libcuda.so.1"
 RUNTIME = "libcudart.so.13"
+RUNTIMES = {13: RUNTIME, 12: "libcudart.so.12"}
+"""The stand-in runtime's sonames by CUDA major version: a program built
+against CUDA 12's shared runtime asks for ``libcudart.so.12``, its symbols
+versioned ``libcudart.so.12``."""
 PRELOAD = "libgpusafe_preload.so"
 CFLAGS = ["-shared", "-fPIC", "-O0", "-fvisibility=default", f"-Wl,-soname,{LIBRARY}"]
 """-O0: the stubs only marshal arguments, and it halves the build time."""
@@ -50,7 +55,11 @@ def _stub(row: Row) -> str:
         sets.append(f"{macro}({i}, p{i});")
     n = len(row.params)
     array = f"gs_arg a[{n}]; " if n else "gs_arg *a = NULL; "
-    return (f"{linkage}CUresult {name}({params}) {{ {array}{' '.join(sets)} "
+    types = ", ".join(C_TYPES[c] for c, _ in row.params) or "void"
+    names = ", ".join(f"p{i}" for i in range(n))
+    forward = (f"if (gs_backend) {{ CUresult (*f_)({types}) = (CUresult (*)({types}))"
+               f"gs_forward({row.index}); if (f_) return f_({names}); }} ")
+    return (f"{linkage}CUresult {name}({params}) {{ {forward}{array}{' '.join(sets)} "
             f"return gs_call({row.index}, {n}, a); }}\n")
 
 
@@ -68,20 +77,35 @@ def source() -> str:
                        f"(void *){fn}}},\n")
     parts.append("const gs_entry gs_table[] = {\n" + "".join(entries) + "};\n")
     parts.append(f"const int gs_table_size = {len(entries)};\n")
+    parts.append(f"void *gs_forwarded[{len(entries)}];\n")
     [export] = [r.index for r in rows() if r.base == "cuGetExportTable"]
     parts.append(f"const int gs_export_table_row = {export};\n")
     return "".join(parts)
 
 
-def runtime_source() -> str:
-    """runtime_shim.c and a stub for every runtime function it does not define."""
-    text = RUNTIME_SHIM.read_text()
+def _names(path: Path) -> list[str]:
+    return [n for n in path.read_text().splitlines() if n and not n.startswith("#")]
+
+
+def runtime_source(major: int = 13) -> str:
+    """runtime_shim.c and a stub for every runtime function it does not
+    define; for CUDA 12 (``major`` 12) also the functions only CUDA 12 has,
+    and ``cudaGetDeviceProperties``, whose ``cudaDeviceProp`` is laid out
+    differently there: those stubs say it is CUDA 12's form of the call."""
+    text = f"#define GS_CUDART_MAJOR {major}\n" + RUNTIME_SHIM.read_text()
     defined = set(re.findall(r"^\S.*?\b(cuda\w+)\(", text, flags=re.M))
+    older: list[str] = []
+    if major < 13:
+        defined.discard("cudaGetDeviceProperties")
+        older = ["cudaGetDeviceProperties", *_names(RUNTIME_NAMES_12)]
     stubs = []
-    for name in RUNTIME_NAMES.read_text().splitlines():
-        if name and not name.startswith("#") and name not in defined:
+    for name in _names(RUNTIME_NAMES):
+        if name not in defined and name not in older:
             stubs.append(f'cudaError_t {name}(void) {{ gs_arg a[1]; A_P(0, "{name}"); '
                          f'return CALL("__unserved", 1); }}\n')
+    for name in older:
+        stubs.append(f'cudaError_t {name}(void) {{ gs_arg a[1]; A_P(0, "{name}"); '
+                     f'return CALL("__unserved_cuda12", 1); }}\n')
     return text + "".join(stubs)
 
 
@@ -96,6 +120,20 @@ def preload_source() -> str:
     names = "".join(f'    "{name}",\n' for name in served)
     return (PRELOAD_SHIM.read_text() + "const char *const gs_wrapped[] = {\n" + names + "};\n"
             f"const int gs_wrapped_size = {len(served)};\n")
+
+
+def _build_runtime(compiler: str, work: Path, major: int, soname: str) -> None:
+    """The runtime on the driver, its symbols versioned by soname as NVIDIA's are."""
+    (work / f"libcudart{major}.c").write_text(runtime_source(major))
+    (work / f"libcudart{major}.map").write_text(f"{soname} {{ global: *; }};\n")
+    cmd = [compiler, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{soname}",
+           f"-Wl,--version-script={work / f'libcudart{major}.map'}", "-o", str(work / soname),
+           str(work / f"libcudart{major}.c"), f"-L{work}", "-lcuda", "-Wl,-rpath,$ORIGIN",
+           "-lpthread"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BuildError(f"building the stand-in CUDA runtime {soname} failed:\n"
+                         + done.stderr[-4000:])
 
 
 def _python_link_flags() -> list[str]:
@@ -118,7 +156,7 @@ def library_dir() -> Path:
     flags = _python_link_flags()
     try:
         text = source()
-        runtime = runtime_source()
+        runtime = "".join(runtime_source(major) for major in RUNTIMES)
         preload = preload_source()
     except OSError as e:  # an installation without the package's data files
         raise BuildError(f"the stand-in CUDA driver's sources are missing: {e}") from None
@@ -140,16 +178,8 @@ def library_dir() -> Path:
         if done.returncode != 0:
             raise BuildError("building the stand-in CUDA driver failed:\n" + done.stderr[-4000:])
         (work / "libcuda.so").symlink_to(LIBRARY)  # what `cc -lcuda` looks for
-        # the runtime on the driver, its symbols versioned as NVIDIA's are
-        (work / "libcudart.c").write_text(runtime)
-        (work / "libcudart.map").write_text(f"{RUNTIME} {{ global: *; }};\n")
-        cmd = [compiler, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{RUNTIME}",
-               f"-Wl,--version-script={work / 'libcudart.map'}", "-o", str(work / RUNTIME),
-               str(work / "libcudart.c"), f"-L{work}", "-lcuda", "-Wl,-rpath,$ORIGIN",
-               "-lpthread"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise BuildError("building the stand-in CUDA runtime failed:\n" + done.stderr[-4000:])
+        for major, soname in RUNTIMES.items():
+            _build_runtime(compiler, work, major, soname)
         (work / "libcudart.so").symlink_to(RUNTIME)  # what `nvcc -cudart shared` links
         # the LD_PRELOAD door: no libpython, it only routes
         (work / "preload.c").write_text(preload)
@@ -166,6 +196,46 @@ def library_dir() -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return folder
+
+
+SIMULATED_ADAPTER = "gpusafe.native.simulated"
+
+
+def simulated_driver() -> Path:
+    """A simulated GPU's ``libcuda.so.1`` (:mod:`gpusafe.native.simulated`):
+    the stand-in's stubs served by a plain CPU device, for tests of
+    ``--device cuda`` without a GPU.  Built on demand, in its own folder."""
+    flags = _python_link_flags()
+    text = source()
+    # -Bsymbolic: its table hands out its own stubs, not the checked
+    # driver's, which is loaded first, globally, with the same names
+    extra = [f'-DGS_ADAPTER="{SIMULATED_ADAPTER}"', "-DGS_SIMULATED", "-Wl,-Bsymbolic"]
+    key = hashlib.sha256("\0".join([text, *extra, *CFLAGS, *flags, sys.version])
+                         .encode()).hexdigest()[:16]
+    folder = _cache_root() / f"simulated-{key}"
+    if (folder / LIBRARY).is_file():
+        return folder / LIBRARY
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise BuildError("no C compiler (cc) to build the simulated GPU's driver")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=folder.parent))
+    try:
+        (work / "libcuda.c").write_text(text)
+        done = subprocess.run([compiler, *CFLAGS, *extra, "-o", str(work / LIBRARY),
+                               str(work / "libcuda.c"), *flags, "-lpthread", "-ldl"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildError("building the simulated GPU's driver failed:\n"
+                             + done.stderr[-4000:])
+        try:
+            os.replace(work, folder)
+        except OSError:
+            if not (folder / LIBRARY).is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return folder / LIBRARY
 
 
 if __name__ == "__main__":

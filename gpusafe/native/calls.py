@@ -24,7 +24,13 @@ INVALID_VALUE = 1
 
 class NotServed(Exception):
     """A form of a served function that the stand-in does not serve (the
-    adapter names it in the findings, the program gets NOT_SUPPORTED)."""
+    adapter names it in the findings, the program gets NOT_SUPPORTED);
+    ``label``: the name the findings list it under, when not the function's
+    (a CUDA library a framework reached the driver from)."""
+
+    def __init__(self, why: str, label: str | None = None) -> None:
+        super().__init__(why)
+        self.label = label
 
 
 _ERROR_TEXTS: dict[tuple[str, int], ctypes.Array] = {}
@@ -284,24 +290,86 @@ def _launch(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared
     return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)[0])
 
 
+_ATTRIBUTE_SIZE = 72
+"""sizeof(CUlaunchAttribute): the id padded to 8 bytes, then a 64-byte value."""
+
+
+def _launch_attributes(address: int, count: int) -> list:
+    """A ``CUlaunchConfig``'s attributes as cuda-python's: the cooperative one
+    (``grid.sync()``) is served; any other is named, never dropped."""
+    attributes = []
+    for k in range(count):
+        at = address + k * _ATTRIBUTE_SIZE
+        ident = ctypes.c_uint32.from_address(at).value
+        if ident != int(D.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE):
+            raise NotServed(f"cuLaunchKernelEx with launch attribute {ident} is not served by "
+                            "the CPU device's stand-in driver (only the cooperative one is)")
+        a = D.CUlaunchAttribute()
+        a.id = D.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        a.value.cooperative = ctypes.c_int32.from_address(at + 8).value
+        attributes.append(a)
+    return attributes
+
+
 def _launch_ex(config: int, f: int, params: int, extra: int) -> int:
     """``cuLaunchKernelEx``: the C ``CUlaunchConfig`` read into cuda-python's."""
     if not config:
         return INVALID_VALUE
     dims = (ctypes.c_uint32 * 7).from_address(config)
     stream = ctypes.c_uint64.from_address(config + 32).value
-    if ctypes.c_uint32.from_address(config + 48).value:
-        raise NotServed("cuLaunchKernelEx with launch attributes is not served by the CPU "
-                        "device's stand-in driver")
+    count = ctypes.c_uint32.from_address(config + 48).value
+    attributes = _launch_attributes(ctypes.c_uint64.from_address(config + 40).value, count) \
+        if count else []
     c = D.CUlaunchConfig()
     (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
      c.sharedMemBytes) = tuple(dims)
     c.hStream = D.CUstream(stream)
+    if attributes:
+        c.attrs = attributes
+        c.numAttrs = len(attributes)
     return int(D.cuLaunchKernelEx(c, f, params, extra)[0])
+
+
+FRAMEWORK_LIBRARIES = {
+    "cupy/random/_generator_api": "cuRAND",
+    "cupy/cuda/cub": "CUB",
+    "cupy/cuda/thrust": "Thrust",
+    "cupy/cuda/jitify": "Jitify",
+}
+"""A framework's extension modules that carry a CUDA library (machine code
+and NVIDIA's runtime linked in statically, reaching the driver through its
+private interface), by path less the extension suffix: the library they are."""
+
+
+def _extension_module(path: str) -> str | None:
+    """``pkg/mod`` of a Python extension module's file (``.../site-packages/
+    pkg/mod.cpython-311-x86_64-linux-gnu.so``), None for any other library."""
+    name = path.rsplit("/", 1)[-1]
+    if ".cpython-" not in name and not name.endswith(".abi3.so"):
+        return None
+    folders = path.rsplit("/", 1)[0].split("/")
+    stem = name.split(".", 1)[0]
+    for at in range(len(folders) - 1, -1, -1):
+        if folders[at] in ("site-packages", "dist-packages"):
+            return "/".join(folders[at + 1:] + [stem])
+    return stem
 
 
 def _export_table(_table: int, caller: int) -> int:
     who = _cstr(caller).decode(errors="replace")
+    module = _extension_module(who)
+    if module is not None:
+        dotted = module.replace("/", ".")
+        library = FRAMEWORK_LIBRARIES.get(module)
+        if library is not None:
+            raise NotServed(f"{library} is a CUDA library, which gpusafe's CPU device does not "
+                            f"run ({dotted} carries it, with NVIDIA's CUDA runtime linked in); "
+                            "run with a GPU (--device cuda) to use it",
+                            label=f"{library}: {dotted}")
+        raise NotServed(f"{dotted}, a Python extension module, has NVIDIA's CUDA runtime (or a "
+                        "CUDA library) linked in, which reaches the driver through its private "
+                        "interface: gpusafe's CPU device serves the public driver API only; run "
+                        "with a GPU (--device cuda) to use it", label=dotted)
     raise NotServed(
         f"cuGetExportTable, the driver's private interface, was asked for by {who}: a CUDA "
         "runtime linked statically into the program uses it, and the CPU device serves the "
@@ -349,9 +417,11 @@ def _table() -> dict[str, Callable[..., int]]:
         calls[name] = out1_i32(name)
     calls["cuCtxGetFlags"] = _out1(_put_u32)("cuCtxGetFlags")
     for name, put in (("cuStreamGetFlags", _put_u32), ("cuStreamGetPriority", _put_i32),
+                      ("cuStreamIsCapturing", _put_i32),
                       ("cuStreamGetCtx", _put), ("cuCtxGetApiVersion", _put_u32)):
         calls[name] = _outputs_last(name, 1, put)
     for name in ("cuDeviceTotalMem", "cuCtxGetCurrent", "cuStreamCreateWithPriority",
+                 "cuMemHostGetDevicePointer",
                  "cuFuncGetModule", "cuCtxPopCurrent",
                  "cuDevicePrimaryCtxRetain", "cuMemAlloc", "cuMemAllocHost", "cuMemHostAlloc",
                  "cuMemAllocManaged", "cuMemAllocAsync", "cuStreamCreate", "cuEventCreate"):
@@ -364,7 +434,8 @@ def _table() -> dict[str, Callable[..., int]]:
                  "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD8Async",
                  "cuMemsetD16Async", "cuMemsetD32Async", "cuStreamDestroy",
                  "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent", "cuEventRecord",
-                 "cuEventSynchronize", "cuEventQuery", "cuEventDestroy"):
+                 "cuEventSynchronize", "cuEventQuery", "cuEventDestroy",
+                 "cuLaunchCooperativeKernel"):
         calls[name] = _plain(name)
     return calls
 

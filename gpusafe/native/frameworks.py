@@ -130,13 +130,17 @@ class _StandInLoader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self) -> None:
+    def __init__(self, hooks: dict[str, Callable[[ModuleType], None]],
+                 stand_ins: dict[str, str]) -> None:
         self._busy = False
+        self._hooks = hooks
+        self._stand_ins = stand_ins
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name in _STAND_INS:
-            return importlib.util.spec_from_loader(name, _StandInLoader(_STAND_INS[name]))
-        hook = _HOOKS.get(name)
+        if name in self._stand_ins:
+            return importlib.util.spec_from_loader(name,
+                                                   _StandInLoader(self._stand_ins[name]))
+        hook = self._hooks.get(name)
         if hook is None or self._busy:
             return None
         self._busy = True
@@ -172,7 +176,19 @@ def install_framework_hooks(findings: Findings) -> None:
     from . import cupy_runtime
 
     cupy_runtime.configure(findings)
-    for name, hook in _HOOKS.items():
+    _install(_HOOKS, _STAND_INS)
+
+
+def install_gpu_hooks() -> None:
+    """On a GPU, where a Python program's driver calls reach the stand-in
+    (``--device cuda``): numba-cuda's kernels reach the driver as PTX, so
+    that they are instrumented and checked (a cubin would run unchecked).
+    CuPy keeps its own runtime and libraries there."""
+    _install({"numba.cuda.codegen": _numba_codegen}, {})
+
+
+def _install(hooks: dict[str, Callable[[ModuleType], None]], stand_ins: dict[str, str]) -> None:
+    for name, hook in hooks.items():
         if name in sys.modules:
             hook(sys.modules[name])
-    sys.meta_path.insert(0, _Finder())
+    sys.meta_path.insert(0, _Finder(hooks, stand_ins))

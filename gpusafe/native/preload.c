@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,13 +42,80 @@ static int gs_trace;
 static pthread_once_t gs_once = PTHREAD_ONCE_INIT;
 static pthread_once_t gs_drivers_once = PTHREAD_ONCE_INIT;
 
+/* glibc's own dlvsym.  dlsym and dlvsym are both interposed here, and the
+ * loader binds a reference to either (versioned or not) to this library's
+ * unversioned definitions, so libc's is looked up in libc's own dynamic
+ * symbol table (GNU hash), taking the default version. */
+typedef void *(*gs_dlvsym_t)(void *, const char *, const char *);
+static gs_dlvsym_t gs_libc_dlvsym;
+
+struct gs_libc_search {
+    const char *name;
+    void *found;
+};
+
+static ElfW(Addr) gs_dyn_ptr(ElfW(Addr) base, ElfW(Addr) ptr) {
+    return ptr < base ? base + ptr : ptr; /* the loader may have relocated it */
+}
+
+static int gs_libc_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct gs_libc_search *s = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "/libc.so.6"))
+        return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *hash = NULL;
+    const ElfW(Half) *versym = NULL;
+    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+        ElfW(Addr) at = gs_dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_SYMTAB)
+            symtab = (const ElfW(Sym) *)at;
+        else if (dyn->d_tag == DT_STRTAB)
+            strtab = (const char *)at;
+        else if (dyn->d_tag == DT_GNU_HASH)
+            hash = (const uint32_t *)at;
+        else if (dyn->d_tag == DT_VERSYM)
+            versym = (const ElfW(Half) *)at;
+    }
+    if (!symtab || !strtab || !hash)
+        return 1;
+    const uint32_t nbuckets = hash[0], symoffset = hash[1], bloom_size = hash[2];
+    const uint32_t *buckets = hash + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t h = 5381;
+    for (const char *c = s->name; *c; c++)
+        h = h * 33 + (unsigned char)*c;
+    for (uint32_t i = buckets[h % nbuckets]; i >= symoffset && i; i++) {
+        const uint32_t ch = chain[i - symoffset];
+        if ((ch | 1) == (h | 1) && strcmp(strtab + symtab[i].st_name, s->name) == 0 &&
+            symtab[i].st_shndx != SHN_UNDEF && !(versym && (versym[i] & 0x8000))) {
+            s->found = (void *)(info->dlpi_addr + symtab[i].st_value);
+            break;
+        }
+        if (ch & 1)
+            break;
+    }
+    return 1;
+}
+
 static void *gs_next(const char *name) {
-    /* dlvsym: dlsym itself is interposed here. */
-    void *fn = dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
-    return fn ? fn : dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
+    void *fn = gs_libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
+    return fn ? fn : gs_libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
 }
 
 static void gs_init(void) {
+    struct gs_libc_search s = {"dlvsym", NULL};
+    dl_iterate_phdr(gs_libc_object, &s);
+    gs_libc_dlvsym = (gs_dlvsym_t)s.found;
+    if (!gs_libc_dlvsym) {
+        fprintf(stderr, "gpusafe: the preload door cannot find libc's dlvsym\n");
+        abort();
+    }
     gs_real_dlopen = (void *(*)(const char *, int))gs_next("dlopen");
     gs_real_dlsym = (void *(*)(void *, const char *))gs_next("dlsym");
     gs_trace = getenv("GPUSAFE_PRELOAD_TRACE") != NULL;
@@ -144,6 +212,13 @@ void *dlopen(const char *file, int mode) {
     pthread_once(&gs_once, gs_init);
     if (gs_is_driver(file))
         pthread_once(&gs_drivers_once, gs_open_drivers);
+    /* gpusafe's own door (cuda.bindings) gets the real driver by its path:
+     * by name it would find the stand-in, first on LD_LIBRARY_PATH and
+     * loaded under the same soname. */
+    if (gs_is_driver(file) && gs_real && gs_from_own_door(__builtin_return_address(0))) {
+        gs_say("dlopen", file, "real driver (gpusafe's own door)");
+        return gs_real_dlopen(gs_real_path, mode);
+    }
     if (gs_is_driver(file) && gs_checked && strcmp(file, gs_checked_path) != 0 &&
         !gs_from_own_door(__builtin_return_address(0))) {
         gs_say("dlopen", file, gs_real ? "real driver, checked entry points" : "checked");
@@ -162,9 +237,14 @@ void *dlopen(const char *file, int mode) {
 struct gs_next_search {
     const void *caller_base;
     const char *name;
+    const char *version; /* dlvsym's, or NULL */
     int past_caller;
     void *found;
 };
+
+static void *gs_plain(void *handle, const char *name, const char *version) {
+    return version ? gs_libc_dlvsym(handle, name, version) : gs_real_dlsym(handle, name);
+}
 
 static int gs_next_object(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
@@ -183,7 +263,7 @@ static int gs_next_object(struct dl_phdr_info *info, size_t size, void *data) {
     void *h = gs_real_dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
         return 0;
-    void *sym = gs_real_dlsym(h, s->name);
+    void *sym = gs_plain(h, s->name, s->version);
     Dl_info where;
     if (sym && dladdr(sym, &where) && where.dli_fbase == base)
         s->found = sym; /* defined in this object, not one of its dependencies */
@@ -191,33 +271,70 @@ static int gs_next_object(struct dl_phdr_info *info, size_t size, void *data) {
     return s->found != NULL;
 }
 
-static void *gs_dlsym_next(const void *caller, const char *name) {
+static void *gs_dlsym_next(const void *caller, const char *name, const char *version) {
     Dl_info info;
     if (!dladdr(caller, &info))
-        return gs_real_dlsym(RTLD_NEXT, name);
-    struct gs_next_search s = {info.dli_fbase, name, 0, NULL};
+        return gs_plain(RTLD_NEXT, name, version);
+    struct gs_next_search s = {info.dli_fbase, name, version, 0, NULL};
     dl_iterate_phdr(gs_next_object, &s);
     return s.found;
 }
 
-void *dlsym(void *handle, const char *name) {
-    pthread_once(&gs_once, gs_init);
-    if (handle == RTLD_NEXT)
-        return gs_dlsym_next(__builtin_return_address(0), name);
-    if (!name || !handle || (handle != gs_checked && handle != gs_real) ||
-        gs_from_own_door(__builtin_return_address(0)))
-        return gs_real_dlsym(handle, name);
+/* Whether sym lies in a driver: the checked one, the real one, or any
+ * libcuda.so the program loaded itself (linked with -lcuda). */
+static int gs_in_driver(const void *sym) {
+    Dl_info info;
+    if (!sym || !dladdr(sym, &info) || !info.dli_fname)
+        return 0;
+    return gs_is_driver(info.dli_fname) ||
+           (gs_checked_path && strcmp(info.dli_fname, gs_checked_path) == 0) ||
+           (gs_real_path && strcmp(info.dli_fname, gs_real_path) == 0);
+}
+
+/* A driver entry point by symbol name, routed: gpusafe's cuGetProcAddress,
+ * a checked function from the checked driver, the rest from the real one. */
+static void *gs_route(const char *what, const char *name, const char *version) {
     if (strcmp(name, "cuGetProcAddress_v2") == 0) {
-        gs_say("dlsym", name, "gpusafe's");
+        gs_say(what, name, "gpusafe's");
         return (void *)gs_get_proc_v2;
     }
     if (strcmp(name, "cuGetProcAddress") == 0) {
-        gs_say("dlsym", name, "gpusafe's");
+        gs_say(what, name, "gpusafe's");
         return (void *)gs_get_proc;
     }
     char base[256];
     gs_base(name, base, sizeof base);
     const int checked = !gs_real || gs_is_wrapped(base);
-    gs_say("dlsym", name, checked ? "checked" : "real driver");
-    return gs_real_dlsym(checked ? gs_checked : gs_real, name);
+    gs_say(what, name, checked ? "checked" : "real driver");
+    /* the stand-in's symbols carry no version; the real driver's may */
+    return checked ? gs_real_dlsym(gs_checked, name) : gs_plain(gs_real, name, version);
+}
+
+/* dlsym and dlvsym: a lookup in a driver's handle, or in the global scope
+ * (RTLD_DEFAULT) of a name a driver defines, is routed. */
+static void *gs_lookup(const char *what, void *handle, const char *name, const char *version,
+                       const void *caller) {
+    pthread_once(&gs_once, gs_init);
+    if (handle == RTLD_NEXT)
+        return gs_dlsym_next(caller, name, version);
+    if (!name || gs_from_own_door(caller))
+        return gs_plain(handle, name, version);
+    if (handle == RTLD_DEFAULT) { /* NULL in glibc */
+        void *found = gs_plain(handle, name, version);
+        if (strncmp(name, "cu", 2) != 0 || !gs_in_driver(found))
+            return found;
+        pthread_once(&gs_drivers_once, gs_open_drivers);
+        return gs_checked ? gs_route(what, name, version) : found;
+    }
+    if ((handle != gs_checked && handle != gs_real) || strncmp(name, "cu", 2) != 0)
+        return gs_plain(handle, name, version); /* not a driver entry point */
+    return gs_route(what, name, version);
+}
+
+void *dlsym(void *handle, const char *name) {
+    return gs_lookup("dlsym", handle, name, NULL, __builtin_return_address(0));
+}
+
+void *dlvsym(void *handle, const char *name, const char *version) {
+    return gs_lookup("dlvsym", handle, name, version, __builtin_return_address(0));
 }

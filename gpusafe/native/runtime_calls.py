@@ -16,7 +16,7 @@ from typing import Any
 from cuda.bindings import driver as D
 from cuda.bindings import runtime as R
 
-from . import adapter, fatbin
+from . import adapter, fatbin, runtime_on_driver
 from .calls import NotServed
 
 _WRAPPER_MAGIC = 0x466243B1
@@ -24,6 +24,15 @@ _FATBIN_MAGIC = 0xBA55ED50
 _PTX = 1
 
 INVALID_DEVICE_FUNCTION = 98
+ON_A_GPU = ("not served by the stand-in CUDA runtime on a GPU, where it runs over the "
+            "driver door only (gpusafe.native.runtime_on_driver); run on the CPU device "
+            "(--device cpu) to check this program")
+_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaMemcpyToSymbol",
+             "cudaMemcpyFromSymbol", "cudaGetSymbolAddress")
+"""Served on a GPU as on the CPU device (their module and copies follow the device)."""
+_on_gpu = threading.Event()
+"""Set once this process's runtime serves a GPU: the context is the driver's
+primary context, made current by ``runtime_on_driver``."""
 INITIALIZATION_ERROR = 3
 
 _modules: dict[int, int] = {}  # fatbin wrapper address -> module handle
@@ -76,7 +85,9 @@ def _module(wrapper: int, what: str) -> int:
     CUresult when it cannot be)."""
     if wrapper not in _modules:
         ptx = fatbin_ptx(wrapper, what)
-        R.cudaFree(0)  # the runtime's context, current on this thread
+        err = runtime_on_driver.current() if _on_gpu.is_set() else int(R.cudaFree(0)[0])
+        if err:  # the runtime's context, current on this thread
+            return -err
         err, module = D.cuModuleLoadData(ptx)
         if err != D.CUresult.CUDA_SUCCESS:
             return -int(err)
@@ -109,22 +120,31 @@ def _symbol(name: int, wrapper: int) -> tuple[int, int]:
     return int(address), int(size)
 
 
+def _copy(dst: int, src: int, n: int, kind: int) -> int:
+    """A copy of the runtime's (``cudaMemcpyKind`` ``kind``): on a GPU over
+    the driver door, on the CPU device through the runtime door."""
+    if _on_gpu.is_set():
+        return runtime_on_driver.copy(dst, src, n, kind)
+    return int(R.cudaMemcpy(dst, src, n, R.cudaMemcpyKind(kind))[0])
+
+
+_HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE = 1, 2, 3
+
+
 def _to_symbol(name: int, wrapper: int, src: int, n: int, offset: int, kind: int) -> int:
     address, _ = _symbol(name, wrapper)
     if address < 0:
         return -address
-    direction = R.cudaMemcpyKind.cudaMemcpyDeviceToDevice if kind == 3 else \
-        R.cudaMemcpyKind.cudaMemcpyHostToDevice
-    return int(R.cudaMemcpy(address + offset, src, n, direction)[0])
+    direction = _DEVICE_TO_DEVICE if kind == _DEVICE_TO_DEVICE else _HOST_TO_DEVICE
+    return _copy(address + offset, src, n, direction)
 
 
 def _from_symbol(name: int, wrapper: int, dst: int, n: int, offset: int, kind: int) -> int:
     address, _ = _symbol(name, wrapper)
     if address < 0:
         return -address
-    direction = R.cudaMemcpyKind.cudaMemcpyDeviceToDevice if kind == 3 else \
-        R.cudaMemcpyKind.cudaMemcpyDeviceToHost
-    return int(R.cudaMemcpy(dst, address + offset, n, direction)[0])
+    direction = _DEVICE_TO_DEVICE if kind == _DEVICE_TO_DEVICE else _DEVICE_TO_HOST
+    return _copy(dst, address + offset, n, direction)
 
 
 def _symbol_address(name: int, wrapper: int, address_out: int, size_out: int) -> int:
@@ -138,14 +158,24 @@ def _symbol_address(name: int, wrapper: int, address_out: int, size_out: int) ->
     return 0
 
 
-def _launch(_stub: int, name: int, wrapper: int, gx: int, gy: int, gz: int, bx: int, by: int,
-            bz: int, args: int, shared: int) -> int:
-    if not name or not wrapper:
-        return INVALID_DEVICE_FUNCTION
-    f = _function(wrapper, ctypes.string_at(name))
-    if f < 0:
-        return -f
-    return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, 0, args, 0)[0])
+def _launcher(cooperative: bool) -> Callable[..., int]:
+    """``cudaLaunchKernel`` (``cudaLaunchCooperativeKernel``): the registered
+    kernel's function launched with ``cuLaunchKernel``
+    (``cuLaunchCooperativeKernel``, whose grid has a ``grid.sync()`` workspace)."""
+
+    def call(_stub: int, name: int, wrapper: int, gx: int, gy: int, gz: int, bx: int, by: int,
+             bz: int, args: int, shared: int) -> int:
+        if not name or not wrapper:
+            return INVALID_DEVICE_FUNCTION
+        f = _function(wrapper, ctypes.string_at(name))
+        if f < 0:
+            return -f
+        if cooperative:
+            return int(D.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, 0,
+                                                   args)[0])
+        return int(D.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, 0, args, 0)[0])
+
+    return call
 
 
 def _out(name: str, ctype: type = ctypes.c_uint64) -> Callable[..., int]:
@@ -248,8 +278,18 @@ def _unserved(name: int) -> int:
     return adapter.not_served(ctypes.string_at(name).decode(), adapter.current_session())
 
 
+def _unserved_cuda12(name: int) -> int:
+    text = ctypes.string_at(name).decode()
+    return adapter.not_served(
+        text, adapter.current_session(),
+        f"{text} of CUDA 12's runtime (libcudart.so.12) is not served by the stand-in runtime: "
+        "its form differs from CUDA 13's (a structure laid out by CUDA 12's headers, or a "
+        "call CUDA 13 removed); rebuild the program with CUDA 13's nvcc to check it")
+
+
 CALLS: dict[str, Callable[..., int]] = {
-    "cudaLaunchKernel": _launch,
+    "cudaLaunchKernel": _launcher(cooperative=False),
+    "cudaLaunchCooperativeKernel": _launcher(cooperative=True),
     "cudaMalloc": _out("cudaMalloc"),
     "cudaMallocHost": _out("cudaMallocHost"),
     "cudaMallocManaged": _out("cudaMallocManaged"),
@@ -278,6 +318,7 @@ CALLS: dict[str, Callable[..., int]] = {
     "cudaMemcpyFromSymbol": _from_symbol,
     "cudaGetSymbolAddress": _symbol_address,
     "__unserved": _unserved,
+    "__unserved_cuda12": _unserved_cuda12,
 }
 _RESULTS = {"cudaGetErrorName": _error_text("cudaGetErrorName"),
             "cudaGetErrorString": _error_text("cudaGetErrorString"),
@@ -293,8 +334,15 @@ def dispatch(name: str, args: tuple[int, ...]) -> int:
         return INITIALIZATION_ERROR
     if name in _RESULTS:
         return _RESULTS[name](*args)
+    call = CALLS[name] if name in CALLS else None
+    if session.options.device != "cpu" and name not in ("__unserved", "__unserved_cuda12"):
+        _on_gpu.set()
+        call = runtime_on_driver.CALLS.get(name) or (CALLS[name] if name in _LAUNCHES else None)
+        if call is None:
+            return adapter.not_served(name, session, ON_A_GPU)
     try:
-        error = CALLS[name](*args)
+        assert call is not None, name
+        error = call(*args)
     except (NotServed, NotImplementedError) as e:
         error = adapter.not_served(name, session, str(e))
     except Exception as e:  # noqa: BLE001 - gpusafe's own failure, reported as such

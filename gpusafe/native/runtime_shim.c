@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef GS_CUDART_MAJOR
+#define GS_CUDART_MAJOR 13
+#endif
+
 typedef int cudaError_t;
 typedef struct {
     unsigned int x, y, z;
@@ -191,8 +195,10 @@ cudaError_t __cudaPopCallConfiguration(gs_dim3 *grid, gs_dim3 *block, size_t *sh
     return 0;
 }
 
-cudaError_t cudaLaunchKernel(const void *func, gs_dim3 grid, gs_dim3 block, void **args,
-                             size_t shared, void *stream) {
+/* A launch of a registered kernel by its host stub's address: `call` is the
+ * runtime function, which Python launches through the matching driver call. */
+static cudaError_t gs_launch(const char *call, const void *func, gs_dim3 grid, gs_dim3 block,
+                             void **args, size_t shared) {
     const gs_kernel *k = NULL;
     pthread_mutex_lock(&gs_lock);
     for (int i = 0; i < gs_nkernels; i++)
@@ -204,8 +210,21 @@ cudaError_t cudaLaunchKernel(const void *func, gs_dim3 grid, gs_dim3 block, void
     A_U(3, grid.x), A_U(4, grid.y), A_U(5, grid.z);
     A_U(6, block.x), A_U(7, block.y), A_U(8, block.z);
     A_P(9, args), A_U(10, shared);
+    return CALL(call, 11);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, gs_dim3 grid, gs_dim3 block, void **args,
+                             size_t shared, void *stream) {
     (void)stream; /* the CPU device runs every launch to completion */
-    return CALL("cudaLaunchKernel", 11);
+    return gs_launch("cudaLaunchKernel", func, grid, block, args, shared);
+}
+
+/* grid.sync() needs every block resident with a grid workspace: the driver's
+ * cuLaunchCooperativeKernel, which the Python door checks like any launch. */
+cudaError_t cudaLaunchCooperativeKernel(const void *func, gs_dim3 grid, gs_dim3 block,
+                                        void **args, size_t shared, void *stream) {
+    (void)stream;
+    return gs_launch("cudaLaunchCooperativeKernel", func, grid, block, args, shared);
 }
 
 /* CUDA 13's launch path: the stub asks once for its kernel handle, which
@@ -242,7 +261,12 @@ cudaError_t cudaPeekAtLastError(void) { gs_arg *a = NULL; return CALL("cudaPeekA
 cudaError_t cudaSetDevice(int d) { gs_arg a[1]; A_I(0, d); return CALL("cudaSetDevice", 1); }
 cudaError_t cudaGetDevice(int *d) { gs_arg a[1]; A_P(0, d); return CALL("cudaGetDevice", 1); }
 cudaError_t cudaGetDeviceCount(int *n) { gs_arg a[1]; A_P(0, n); return CALL("cudaGetDeviceCount", 1); }
+/* cudaDeviceProp is laid out as CUDA 13's headers lay it out; a CUDA 12
+ * program's (cudaGetDeviceProperties_v2, or the CUDA 11 layout under the
+ * old name) differs, so libcudart.so.12 names the call instead. */
+#if GS_CUDART_MAJOR >= 13
 cudaError_t cudaGetDeviceProperties(void *prop, int d) { gs_arg a[2]; A_P(0, prop), A_I(1, d); return CALL("cudaGetDeviceProperties", 2); }
+#endif
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int d) { gs_arg a[3]; A_P(0, value), A_I(1, attr), A_I(2, d); return CALL("cudaDeviceGetAttribute", 3); }
 cudaError_t cudaStreamSynchronize(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamSynchronize", 1); }
 cudaError_t cudaStreamQuery(void *s) { gs_arg a[1]; A_P(0, s); return CALL("cudaStreamQuery", 1); }

@@ -24,6 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The Python module whose dispatch() serves the stubs: the checked driver's
+ * adapter, or (a test's simulated GPU) gpusafe.native.simulated. */
+#ifndef GS_ADAPTER
+#define GS_ADAPTER "gpusafe.native.adapter"
+#endif
+
 typedef int CUresult;
 #define GS_SUCCESS 0
 #define GS_ERROR_NOT_INITIALIZED 3
@@ -39,13 +45,6 @@ typedef struct {
         double d;
     } v;
 } gs_arg;
-
-typedef struct {
-    const char *base;
-    int version;
-    int per_thread; /* a _ptds/_ptsz variant */
-    void *fn;
-} gs_entry;
 
 static PyObject *gs_dispatch_fn;
 static PyObject *gs_finish_fn;
@@ -79,6 +78,61 @@ static inline void gs_enter(void) {
 
 static int gs_failed;
 static pthread_once_t gs_once = PTHREAD_ONCE_INIT;
+
+/* On a GPU, a Python program's cuda.bindings (and the frameworks on it)
+ * reach the driver through this library: the program's calls are checked,
+ * while gpusafe's own backend, which marks its calls on the thread with
+ * gpusafe_backend_enter/leave, is forwarded to the real driver
+ * (GPUSAFE_REAL_DRIVER), the function of the stub's own row and version. */
+static __thread int gs_backend;
+void gpusafe_backend_enter(void) { gs_backend++; }
+void gpusafe_backend_leave(void) { gs_backend--; }
+
+typedef CUresult (*gs_get_proc_t)(const char *, void **, int, unsigned long long, int *);
+static gs_get_proc_t gs_real_proc;
+static pthread_once_t gs_real_once = PTHREAD_ONCE_INIT;
+
+/* The real driver's path, if this process has one (a GPU). */
+static const char *gs_real_path(void) {
+#ifdef GS_SIMULATED
+    return NULL; /* a simulated GPU is the real driver itself */
+#else
+    const char *path = getenv("GPUSAFE_REAL_DRIVER");
+    return path && *path ? path : NULL;
+#endif
+}
+
+static void gs_open_real(void) {
+    const char *path = gs_real_path();
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (lib)
+        gs_real_proc = (gs_get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
+    if (path && !gs_real_proc)
+        fprintf(stderr, "gpusafe: the stand-in CUDA driver cannot reach the real driver %s\n",
+                path);
+}
+
+typedef struct {
+    const char *base;
+    int version;
+    int per_thread; /* a _ptds/_ptsz variant */
+    void *fn;
+} gs_entry;
+extern const gs_entry gs_table[] __attribute__((visibility("hidden")));
+extern void *gs_forwarded[] __attribute__((visibility("hidden")));
+
+/* The real driver's function for row `row`, when gpusafe's backend calls. */
+static void *gs_forward(int row) {
+    if (gs_forwarded[row])
+        return gs_forwarded[row];
+    pthread_once(&gs_real_once, gs_open_real);
+    void *fn = NULL;
+    int status = 0;
+    if (gs_real_proc)
+        gs_real_proc(gs_table[row].base, &fn, gs_table[row].version,
+                     gs_table[row].per_thread ? 2 : 0, &status);
+    return gs_forwarded[row] = fn;
+}
 
 /* The program's argv, for the report's command line. */
 static int gs_set_argv(PyConfig *config) {
@@ -125,7 +179,7 @@ static void gs_start_interpreter(void) {
 }
 
 static int gs_import(void) {
-    PyObject *module = PyImport_ImportModule("gpusafe.native.adapter");
+    PyObject *module = PyImport_ImportModule(GS_ADAPTER);
     if (module) {
         gs_dispatch_fn = PyObject_GetAttrString(module, "dispatch");
         gs_finish_fn = PyObject_GetAttrString(module, "finish");
@@ -248,7 +302,6 @@ __attribute__((destructor)) static void gs_exit(void) {
 #define GS_P(k, x) (a[k].kind = 'u', a[k].v.u = (unsigned long long)(uintptr_t)(x))
 #define GS_D(k, x) (a[k].kind = 'd', a[k].v.d = (double)(x))
 
-extern const gs_entry gs_table[] __attribute__((visibility("hidden")));
 extern const int gs_table_size __attribute__((visibility("hidden")));
 
 #define GS_PER_THREAD_DEFAULT_STREAM 2
@@ -289,11 +342,14 @@ static CUresult gs_proc_address(const char *symbol, void **pfn, int version,
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                              unsigned long long flags, int *status) {
+    /* always this library's stubs, also to gpusafe's backend: cuda.bindings
+     * resolves its table once, for the program's calls as well as gpusafe's,
+     * and each stub forwards gpusafe's calls itself */
     return gs_proc_address(symbol, pfn, version, flags, status);
 }
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
-    return gs_proc_address(symbol, pfn, version, flags, NULL);
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }
 
 /* The driver's private export tables (what NVIDIA's CUDA runtime is built
@@ -303,7 +359,15 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned 
 extern const int gs_export_table_row __attribute__((visibility("hidden")));
 
 CUresult cuGetExportTable(const void **table, const void *id) {
-    (void)id;
+    /* On a GPU the private interface is the real driver's, to every caller
+     * (gpusafe's backend's runtime, a framework's static runtime): passed
+     * through untouched, as the preload door does. */
+    if (gs_real_path()) {
+        CUresult (*real)(const void **, const void *) =
+            (CUresult(*)(const void **, const void *))gs_forward(gs_export_table_row);
+        if (real)
+            return real(table, id);
+    }
     if (table)
         *table = NULL;
     Dl_info caller;

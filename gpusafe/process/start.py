@@ -1,7 +1,8 @@
 """Starting the user's program with gpusafe inside it.
 
 Decides what kind of program a command is (a Python program, or a native
-one, checked on the CPU device through the stand-in driver), which device
+one, checked through the stand-in driver: on the CPU device, or on a GPU
+with the preload door routing to the real driver), which device
 serves its CUDA calls, and runs it with the bootstrap on the interpreter's
 start-up path.  The program's argv,
 stdin/stdout/stderr and exit status are its own; gpusafe only adds two
@@ -77,6 +78,56 @@ def stand_in_driver(command: Command) -> Path | None:
         return None
 
 
+REAL_DRIVER_ENV = "GPUSAFE_REAL_LIBCUDA"
+"""Names the CUDA driver ``--device cuda`` runs on instead of the one the
+loader finds (a driver outside the library path; a simulated GPU in tests)."""
+
+
+def load_named_driver() -> str | None:
+    """The driver ``$GPUSAFE_REAL_LIBCUDA`` names, loaded now under its soname
+    (``libcuda.so.1``) so that cuda.bindings, which opens the driver by that
+    name, gets it; None when the variable is unset."""
+    path = os.environ.get(REAL_DRIVER_ENV)
+    if not path:
+        return None
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    except OSError as e:
+        raise LaunchError(f"${REAL_DRIVER_ENV}={path}: cannot load it: {e}") from None
+    return os.path.abspath(path)
+
+
+def loaded_driver() -> str | None:
+    """The path of the CUDA driver this process has loaded (after a probe),
+    which a native program's checked calls run on."""
+    named = os.environ.get(REAL_DRIVER_ENV)
+    if named:
+        return os.path.abspath(named)
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(maxsplit=5)[-1].strip()
+                if os.path.basename(path).startswith("libcuda.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def uses_cuda_runtime(path: str) -> str | None:
+    """How a native program links the CUDA runtime: ``shared`` (it names
+    ``libcudart.so``), ``static`` (nvcc's default: the runtime's
+    registration entry point is in the file, its library is not), or None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if b"libcudart.so" in data:
+        return "shared"
+    return "static" if b"__cudaRegisterFatBinary" in data else None
+
+
 def probe_gpu() -> str | None:
     """The first GPU's name if the real driver works here, else None."""
     try:
@@ -100,7 +151,11 @@ def choose_device(requested: str) -> tuple[str, str, str]:
     saying what was picked and why)."""
     if requested == "cpu":
         return "cpu", "cpu", "running kernels on the gpusafe CPU device (--device cpu)"
+    named = load_named_driver()
     gpu = probe_gpu()
+    if requested == "cuda" and named is not None and gpu is None:
+        raise LaunchError(f"--device cuda: the driver ${REAL_DRIVER_ENV} names ({named}) has "
+                          "no working device")
     if requested == "cuda":
         if gpu is None:
             raise LaunchError("--device cuda: no working CUDA driver and GPU on this machine")
@@ -112,19 +167,30 @@ def choose_device(requested: str) -> tuple[str, str, str]:
 
 
 def child_environment(session_dir: Path, options: dict,
-                      stand_in: Path | None = None, preload: bool = False) -> dict[str, str]:
+                      stand_in: Path | None = None, preload: bool = False,
+                      real_driver: str | None = None) -> dict[str, str]:
     """The program's environment with gpusafe in it; ``stand_in``: the folder
     of the stand-in ``libcuda.so.1``, found first by the dynamic loader, and
     the interpreter it starts in a native program (this one, with its
     packages).  ``preload``: the LD_PRELOAD door too, which routes a
-    ``dlopen`` of the driver by any path, and ``cuGetProcAddress``, to it."""
+    ``dlopen`` of the driver by any path, and ``cuGetProcAddress``, to it;
+    ``real_driver``: on a GPU, the driver what gpusafe does not check goes
+    to, and gpusafe's own ``cuda.bindings`` (the cuda backend) runs on; a
+    Python program's ``cuda.bindings`` then loads the stand-in (frameworks
+    such as numba-cuda call it from C) and gpusafe's own calls are forwarded
+    to the real driver."""
     env = dict(os.environ)
     if stand_in is not None and preload:
         from ..native.build import LIBRARY, PRELOAD
 
         env["LD_PRELOAD"] = " ".join([str(stand_in / PRELOAD)]
                                      + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+    if stand_in is not None and (preload or real_driver is not None):
+        from ..native.build import LIBRARY
+
         env["GPUSAFE_CHECKED_DRIVER"] = str(stand_in / LIBRARY)
+    if stand_in is not None and real_driver is not None:
+        env["GPUSAFE_REAL_DRIVER"] = real_driver
     if stand_in is not None:
         paths = [str(stand_in)] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH")
                                    else [])

@@ -2,7 +2,11 @@
  * library opened with dlopen, every function through cuGetProcAddress_v2.
  * argv[1]: the driver to dlopen (default libcuda.so.1); argv[2] "real": also
  * resolve functions gpusafe does not check (cuDeviceGetLuid,
- * cuGetExportTable), which the LD_PRELOAD door passes to the real driver. */
+ * cuGetExportTable), which the LD_PRELOAD door passes to the real driver;
+ * argv[3]: how cuGetProcAddress_v2 is looked up: "dlsym" (in the driver's
+ * handle, the default), "dlvsym" (the same, by version), "default"
+ * (dlsym(RTLD_DEFAULT) after a global dlopen, cuMemAlloc_v2 looked up so too). */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -26,12 +30,21 @@ static void *resolve(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    void *lib = dlopen(argc > 1 ? argv[1] : "libcuda.so.1", RTLD_NOW);
+    const char *lookup = argc > 3 ? argv[3] : "dlsym";
+    void *lib = dlopen(argc > 1 ? argv[1] : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 6;
     }
-    get_proc = (get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
+    void *alloc_symbol = NULL;
+    if (strcmp(lookup, "dlvsym") == 0) {
+        get_proc = (get_proc_t)dlvsym(lib, "cuGetProcAddress_v2", "libcuda.so.1");
+    } else if (strcmp(lookup, "default") == 0) {
+        get_proc = (get_proc_t)dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+        alloc_symbol = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    } else {
+        get_proc = (get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
+    }
     if (!get_proc)
         return 7;
     /* an unknown name and a version older than the function are refused */
@@ -47,7 +60,8 @@ int main(int argc, char **argv) {
     CUresult (*device_get)(CUdevice *, int) = resolve("cuDeviceGet");
     CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice) =
         resolve("cuCtxCreate");
-    CUresult (*mem_alloc)(CUdeviceptr *, size_t) = resolve("cuMemAlloc");
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t) =
+        alloc_symbol ? (CUresult(*)(CUdeviceptr *, size_t))alloc_symbol : resolve("cuMemAlloc");
     CUresult (*memset_d32)(CUdeviceptr, unsigned int, size_t) = resolve("cuMemsetD32");
     CUresult (*copy_dtoh)(void *, CUdeviceptr, size_t) = resolve("cuMemcpyDtoH");
     CUresult (*mem_free)(CUdeviceptr) = resolve("cuMemFree");
