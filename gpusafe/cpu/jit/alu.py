@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
+from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
+
+_WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
+            "local": LOCAL_WINDOW}
 
 
 class AluLowering(Values):
@@ -21,11 +25,22 @@ class AluLowering(Values):
         self.write(d, t, self.read(s, t))
 
     def op_cvta(self, instr: nodes.Instruction) -> None:
+        """Adds (``cvta``) or takes off (``cvta.to``) the interpreter's generic
+        window of the state space, truncated to the destination's size."""
         mods, t = split_type(instr)
-        if mods not in (["to", "global"], ["global"]) or t not in ("u64", "b64", "s64"):
-            raise self.fail("only cvta(.to).global.u64")
+        to = "to" in mods
+        spaces = [m for m in mods if m != "to"]
+        if len(spaces) != 1 or spaces[0] not in _WINDOWS or BITS.get(t) not in (32, 64) \
+                or t.startswith("f"):
+            raise self.fail(f"cvta modifiers {mods}")
         d, s = instr.operands
-        self.write(d, t, self.read(s, t))
+        v = self.read(s, "u64")
+        window = _WINDOWS[spaces[0]]
+        if window:
+            out = self.new()
+            self.emit(f"{out} = {'sub' if to else 'add'} i64 {v}, {window}")
+            v = out
+        self.write(d, f"u{BITS[t]}", self.adapt(v, 64, BITS[t], False))
 
     def _arith_int(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
         if mods:

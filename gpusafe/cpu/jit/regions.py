@@ -1,0 +1,87 @@
+"""Barriers in the JIT: each thread is a resumable function.
+
+``bar.sync`` saves the registers live after it into the thread's frame (a
+row of 8-byte slots in a per-block array), returns ``2 + k`` (k: which
+barrier) and, called again with resume point ``k + 1``, reloads them and
+goes on after the barrier.  The block loop (:mod:`.blocks`) runs every thread
+of a block up to its next barrier or its end, then all of them again, until
+none waits: the interpreter's release rule (a block's waiting threads go on
+once every live thread waits; exited threads do not count; when nothing can
+run, waiting threads are released anyway) gives the same phases whichever
+barrier each thread waits at, so the barrier's id does not matter.  Thread
+counts (``bar.sync 1, 64``), ``bar.arrive`` and ``bar.red`` are refused.
+
+Only registers live after a barrier are saved: a backward liveness pass over
+the flat instruction list, from the registers each instruction reads and
+surely writes (a guarded write kills nothing), as recorded while lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpusafe_instrument import nodes
+
+from .values import Values
+
+
+class BarrierLowering(Values):
+    """``op_bar`` and ``op_barrier``: a return to the block loop and a resume point."""
+
+    def op_bar(self, instr: nodes.Instruction) -> None:
+        mods = [m for m in instr.modifiers if m != "aligned"]
+        if mods not in ([], ["sync"], ["cta", "sync"], ["sync", "cta"]):
+            raise self.fail(f"only bar.sync without a thread count ({mods})")
+        ops = instr.operands
+        if len(ops) > 1:
+            raise self.fail("a barrier with a thread count")
+        if ops:
+            self.read(ops[0], "u32")  # the id changes nothing here (module docstring)
+        k = len(self.barriers)
+        self.barriers.append(self.index)
+        self.emit("%bc{k} = load i64, ptr %cnt\n  %bco{k} = load i64, ptr %count\n"
+                  "  %bcs{k} = add i64 %bco{k}, %bc{k}\n  store i64 %bcs{k}, ptr %count"
+                  .replace("{k}", str(k)))
+        self.lines.append(f"  ;save {k}")
+        self.emit(f"ret i32 {k + 2}")
+        self.tmp += 1
+        self.lines.append(f"dead{self.tmp}:")  # the caller's `br` to the next instruction
+
+    def op_barrier(self, instr: nodes.Instruction) -> None:
+        if "cluster" in instr.modifiers or "warp" in instr.modifiers:
+            raise self.fail("cluster and warp barriers")
+        self.op_bar(instr)
+
+
+def live_after_barriers(flat: list[nodes.Instruction], barriers: list[int],
+                        uses: list[set[str]], defs: list[set[str]],
+                        successors: Callable[[int], list[int]]) -> list[set[str]]:
+    """For each barrier (its flat index), the register slots live right after it."""
+    if not barriers:
+        return []
+    n = len(flat)
+    names = sorted({r for u in uses for r in u} | {r for d in defs for r in d})
+    bit = {r: 1 << k for k, r in enumerate(names)}
+
+    def mask(regs: set[str]) -> int:
+        m = 0
+        for r in regs:
+            m |= bit[r]
+        return m
+
+    use = [mask(u) for u in uses]
+    kill = [mask(d) for d in defs]
+    succ = [successors(i) for i in range(n)] + [[]]
+    live_in = [0] * (n + 1)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n, -1, -1):
+            out = 0
+            for j in succ[i]:
+                out |= live_in[j]
+            new = use[i] | (out & ~kill[i])
+            if new != live_in[i]:
+                live_in[i] = new
+                changed = True
+    return [{r for r in names if live_in[b + 1] & bit[r]} for b in barriers]
