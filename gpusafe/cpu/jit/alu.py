@@ -348,3 +348,31 @@ class AluLowering(Values):
 
     def op_rem(self, instr: nodes.Instruction) -> None:
         self._divide(instr, rem=True)
+
+    def op_shf(self, instr: nodes.Instruction) -> None:
+        """Funnel shift of ``b:a`` by ``c`` (``.wrap``: mod 32, ``.clamp``: at most
+        32), the interpreter's 64-bit formulation."""
+        mods, t = split_type(instr)
+        direction = [m for m in mods if m in ("l", "r")]
+        mode = [m for m in mods if m in ("wrap", "clamp")]
+        if t != "b32" or len(direction) != 1 or len(mode) != 1 or len(mods) != 2:
+            raise self.fail(f"modifiers {mods}")
+        d, a, b, c = instr.operands
+        va, vb, vc = self.read(a, "b32"), self.read(b, "b32"), self.read(c, "u32")
+        lo, hi, v, n = (self.new() for _ in range(4))
+        self.emit(f"{lo} = zext i32 {va} to i64\n  {hi} = zext i32 {vb} to i64")
+        hs = self.new()
+        self.emit(f"{hs} = shl i64 {hi}, 32\n  {v} = or i64 {hs}, {lo}")
+        if mode[0] == "clamp":
+            self.intrinsics.add("declare i32 @llvm.umin.i32(i32, i32)")
+            self.emit(f"{n} = call i32 @llvm.umin.i32(i32 {vc}, i32 32)")
+        else:
+            self.emit(f"{n} = and i32 {vc}, 31")
+        sh, out = self.new(), self.new()
+        self.emit(f"{sh} = zext i32 {n} to i64")
+        if direction[0] == "l":
+            moved = self.new()
+            self.emit(f"{moved} = shl i64 {v}, {sh}\n  {out} = lshr i64 {moved}, 32")
+        else:
+            self.emit(f"{out} = lshr i64 {v}, {sh}")
+        self.write(d, "b32", self.adapt(out, 64, 32, False))

@@ -277,6 +277,8 @@ class _Access:
         try:
             return self._locate(addr, width, kind, line)
         except BaseException as e:  # noqa: BLE001 - re-raised after the compiled call returns
+            if isinstance(e, DeviceError) and e.ptx_line is None:
+                e.ptx_line = line  # as the interpreter's run_frame sets it
             self.error = e
             return 0
 
