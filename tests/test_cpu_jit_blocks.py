@@ -43,7 +43,7 @@ def _run(engine: str, source: str, kernel: str, grid, block, arrays: list, scala
 
 
 def _same(source, kernel, grid, block, arrays, scalars, monkeypatch,
-          shared: int = 0) -> list[np.ndarray]:
+          shared: int = 0, count_slack: int = 0) -> list[np.ndarray]:
     ref, n_ref, _ = _run("interpreter", source, kernel, grid, block, arrays, scalars,
                          monkeypatch, shared)
     got, n_got, note = _run("jit", source, kernel, grid, block, arrays, scalars, monkeypatch,
@@ -51,7 +51,7 @@ def _same(source, kernel, grid, block, arrays, scalars, monkeypatch,
     assert note == "jit"
     for r, g in zip(ref, got, strict=True):
         assert r.tobytes() == g.tobytes()
-    assert n_got == n_ref
+    assert n_ref - count_slack <= n_got <= n_ref
     return got
 
 
@@ -312,7 +312,7 @@ extern "C" __global__ void counted(int* out)
 
 
 @pytest.mark.parametrize("source, kernel, reason", [
-    (SHUFFLE, "shuf", "shfl"), (COUNTED, "counted", "thread count")])
+    (COUNTED, "counted", "thread count")])
 def test_what_the_jit_does_not_cover_falls_back_with_the_reason(monkeypatch, source, kernel,
                                                                 reason):
     outs, _, note = _launch("jit", _ptx(source), kernel, (1, 1, 1), (64, 1, 1),
@@ -362,3 +362,70 @@ def test_instrumented_shared_overrun_records_the_same_violations(monkeypatch):
     got = _instrumented_overrun("jit", monkeypatch)
     assert len(ref[0]) == 17 and ref[0][0][0] == "shared-out-of-bounds"
     assert got == ref
+
+
+WARPS = r"""
+extern "C" __global__ void warps(int* out, const int* in, int live)
+{
+    __shared__ int s[96];
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x >= live) return;     // a partial last warp: lanes missing
+    int v = in[t];
+    int* o = out + 12 * t;
+    o[0] = __shfl_down_sync(0xffffffff, v, 3);
+    o[1] = __shfl_up_sync(0xffffffff, v, 5, 16);
+    o[2] = __shfl_xor_sync(0xffffffff, v, 9);
+    o[3] = __shfl_sync(0xffffffff, v, (v & 7) + 20, 8);
+    o[4] = __float_as_int(__shfl_down_sync(0xffffffff, __int_as_float(v) * 0.5f, 16));
+    o[5] = __ballot_sync(0xffffffff, v & 1);
+    o[6] = __all_sync(0xffffffff, v > 10);
+    o[7] = __any_sync(0x0000ffff, v > 990);
+    o[8] = __ballot_sync(0xffff0000, v & 2);
+    s[threadIdx.x] = v;
+    __syncwarp();
+    o[9] = s[threadIdx.x ^ 1];
+    __syncthreads();
+    int sum = v;
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_down_sync(0xffffffff, sum, off);
+    o[10] = sum;
+    o[11] = __shfl_sync(0xffffffff, sum, 0);
+}
+"""
+
+
+@pytest.mark.parametrize("live, slack", [(96, 0), (77, 2 * 13)])
+def test_warp_shuffles_votes_and_syncwarp(monkeypatch, live, slack):
+    """With lanes 77-95 gone the interpreter counts the first shuffle twice
+    for lanes 64-76 of each block: they reach it while the others have not
+    yet executed their ``ret``, wait, and run it again (every attempt
+    counts); the JIT counts it once."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 1000, 192).astype(np.int32)
+    _same(WARPS, "warps", (2, 1, 1), (96, 1, 1), [np.zeros(12 * 192, np.int32), x],
+          struct.pack("<i", live), monkeypatch, count_slack=slack)
+
+
+BLOCK_SUM = r"""
+extern "C" __global__ void block_sum(const float* in, float* total, int n)
+{
+    __shared__ float warp_sums[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? in[i] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+        if (lane == 0) atomicAdd(total, v);
+    }
+}
+"""
+
+
+def test_shuffle_block_sum(monkeypatch):
+    x = np.random.default_rng(6).random(1000).astype(np.float32)
+    out = _same(BLOCK_SUM, "block_sum", (4, 1, 1), (256, 1, 1), [x, np.zeros(1, np.float32)],
+                struct.pack("<i", 1000), monkeypatch)
+    np.testing.assert_allclose(out[1][0], x.sum(dtype=np.float64), rtol=1e-5)

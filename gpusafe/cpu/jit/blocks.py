@@ -4,14 +4,21 @@
 zeroes the block's shared window and its threads' local frames (the
 interpreter starts every block with zeros), then runs rounds: every thread
 not yet finished is called (``@thread``, :mod:`.lower`) from its resume
-point, x fastest, and runs to its next barrier or its end
-(:mod:`.regions`); a round where some thread stopped at a barrier is
-followed by another.  A fault (``@thread`` returns 1) stops the launch.
+point, x fastest, and runs to its next barrier, its next warp-synchronous
+instruction or its end (:mod:`.regions`).  After a round where some thread
+stopped at a warp instruction, the values the threads published there
+(``%pub``, and where each stopped) are copied to ``%snap``/``%sstate``,
+which the second half of the instruction reads, and the next round runs only
+the threads waiting at warp instructions; otherwise, when some thread waits
+at a barrier, the next round runs them all.  A fault (``@thread`` returns
+1) stops the launch.
 
 The launch's buffers come through ``ctx`` (:func:`.engine.run` fills it):
 slot 6 the shared window (one block's), 7 its size, 8 the threads' frames,
 9 a frame's bytes, 10 the threads' resume points (i32; -1 when finished),
-11 the local frames, 12 one frame's bytes, 13 the shared variables' offsets.
+11 the local frames, 12 one frame's bytes, 13 the shared variables' offsets,
+14 the values published at warp instructions (i64 per thread), 15 their
+snapshot, 16 the snapshot of the resume points.
 
 ``@shared_ptr``/``@local_ptr`` check an access against the window as the
 interpreter does (:func:`gpusafe.cpu.access.locate`: the size rounded up to
@@ -26,7 +33,7 @@ from __future__ import annotations
 from ..memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from .values import LOCAL, SHARED
 
-CTX_SLOTS = 14
+CTX_SLOTS = 17
 
 _WINDOW_PTR = """
 define internal ptr @{name}(ptr %ctx, ptr nonnull %base, i64 %stride, i64 %addr, i64 %width,
@@ -34,11 +41,10 @@ define internal ptr @{name}(ptr %ctx, ptr nonnull %base, i64 %stride, i64 %addr,
 entry:
   %off = sub i64 %addr, {bias}
   %lim = sub i64 %stride, %width
-  %over = icmp ugt i64 %off, %lim
-  %m = sub i64 %width, 1
-  %mis = and i64 %addr, %m
-  %odd = icmp ne i64 %mis, 0
-  %bad = or i1 %over, %odd
+  %sh = call i64 @llvm.cttz.i64(i64 %width, i1 true)
+  %rot = call i64 @llvm.fshr.i64(i64 %off, i64 %off, i64 %sh)
+  %slim = lshr i64 %lim, %sh
+  %bad = icmp ugt i64 %rot, %slim
   br i1 %bad, label %slow, label %ok, !prof !{{!"branch_weights", i32 1, i32 1000000}}
 ok:
   %p = getelementptr inbounds i8, ptr %base, i64 %off
@@ -79,8 +85,52 @@ gl:
 }}
 """
 
+_WARP_BITS = """
+define internal i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
+entry:
+  %lane = and i32 %lin, 31
+  %wb = sub i32 %lin, %lane
+  %rest = sub i32 %tpb, %wb
+  %short = icmp ult i32 %rest, 32
+  %ws = select i1 %short, i32 %rest, i32 32
+  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  br label %loop
+loop:
+  %l = phi i32 [0, %entry], [%l1, %body]
+  %pres = phi i64 [0, %entry], [%pres2, %body]
+  %tr = phi i64 [0, %entry], [%tr2, %body]
+  %more = icmp ult i32 %l, %ws
+  br i1 %more, label %body, label %done
+body:
+  %i = add i32 %wb, %l
+  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %same = icmp eq i32 %s, %my
+  %l64 = zext i32 %l to i64
+  %bit = shl i64 1, %l64
+  %vp = getelementptr i64, ptr %snap, i32 %i
+  %v = load i64, ptr %vp
+  %vt = icmp ne i64 %v, 0
+  %t = and i1 %same, %vt
+  %pb = select i1 %same, i64 %bit, i64 0
+  %tb = select i1 %t, i64 %bit, i64 0
+  %pres2 = or i64 %pres, %pb
+  %tr2 = or i64 %tr, %tb
+  %l1 = add i32 %l, 1
+  br label %loop
+done:
+  %hi = shl i64 %tr, 32
+  %r = or i64 %hi, %pres
+  ret i64 %r
+}
+"""
+
 _LOOP = """
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare i64 @llvm.cttz.i64(i64, i1)
+declare i64 @llvm.fshr.i64(i64, i64, i64)
 
 define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count,
                    i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz) {
@@ -101,6 +151,12 @@ entry:
   %lstride = load i64, ptr %q12
   %q13 = getelementptr i64, ptr %ctx, i64 13
   %syms = load ptr, ptr %q13
+  %q14 = getelementptr i64, ptr %ctx, i64 14
+  %pub = load ptr, ptr %q14
+  %q15 = getelementptr i64, ptr %ctx, i64 15
+  %snap = load ptr, ptr %q15
+  %q16 = getelementptr i64, ptr %ctx, i64 16
+  %sstate = load ptr, ptr %q16
   %bxy = mul i32 %bx, %by
   %tpb = mul i32 %bxy, %bz
   %tpb64 = zext i32 %tpb to i64
@@ -108,6 +164,7 @@ entry:
   %nblk = mul i32 %gxy, %gz
   %lbytes = mul i64 %tpb64, %lstride
   %sbytes = mul i64 %tpb64, 4
+  %pbytes = mul i64 %tpb64, 8
   br label %block_head
 block_head:
   %b = phi i32 [0, %entry], [%b1, %block_next]
@@ -121,12 +178,15 @@ block_init:
   call void @llvm.memset.p0.i64(ptr %shared, i8 0, i64 %sstride, i1 false)
   call void @llvm.memset.p0.i64(ptr %local, i8 0, i64 %lbytes, i1 false)
   call void @llvm.memset.p0.i64(ptr %state, i8 0, i64 %sbytes, i1 false)
+  call void @llvm.memset.p0.i64(ptr %pub, i8 0, i64 %pbytes, i1 false)
   br label %round
 round:
+  %mode = phi i1 [false, %block_init], [true, %snapshot], [false, %after_warp]
   br label %thr_head
 thr_head:
   %t = phi i32 [0, %round], [%t1, %thr_next]
-  %wait = phi i1 [false, %round], [%wait2, %thr_next]
+  %aw = phi i1 [false, %round], [%aw2, %thr_next]
+  %ab = phi i1 [false, %round], [%ab2, %thr_next]
   %tm = icmp ult i32 %t, %tpb
   br i1 %tm, label %thr_body, label %round_end
 thr_body:
@@ -134,8 +194,14 @@ thr_body:
   %sp = getelementptr i32, ptr %state, i64 %t64
   %st = load i32, ptr %sp
   %finished = icmp slt i32 %st, 0
-  br i1 %finished, label %thr_next, label %thr_run
+  br i1 %finished, label %thr_next, label %thr_check
+thr_check:
+  %stw = and i32 %st, 1
+  %atbar = icmp eq i32 %stw, 0
+  %skip = and i1 %mode, %atbar
+  br i1 %skip, label %thr_next, label %thr_run
 thr_run:
+  %resume = lshr i32 %st, 1
   %tx = urem i32 %t, %bx
   %tq = udiv i32 %t, %bx
   %ty = urem i32 %tq, %by
@@ -146,24 +212,36 @@ thr_run:
   %lp = getelementptr i8, ptr %local, i64 %lo
   %r = call i32 @thread(ptr %params, ptr %ctx, ptr %count, i32 %tx, i32 %ty, i32 %tz,
                         i32 %bx, i32 %by, i32 %bz, i32 %cx, i32 %cy, i32 %cz,
-                        i32 %gx, i32 %gy, i32 %gz, ptr %fp, i32 %st, ptr %shared,
-                        i64 %sstride, ptr %lp, i64 %lstride, ptr %syms)
+                        i32 %gx, i32 %gy, i32 %gz, ptr %fp, i32 %resume, ptr %shared,
+                        i64 %sstride, ptr %lp, i64 %lstride, ptr %syms, i32 %t, i32 %tpb,
+                        ptr %pub, ptr %snap, ptr %sstate)
   %fault = icmp eq i32 %r, 1
   br i1 %fault, label %stop, label %thr_store
 thr_store:
   %fin = icmp eq i32 %r, 0
-  %rm = sub i32 %r, 1
-  %ns = select i1 %fin, i32 -1, i32 %rm
+  %ns = select i1 %fin, i32 -1, i32 %r
   store i32 %ns, ptr %sp
-  %waits = xor i1 %fin, true
-  %wait1 = or i1 %wait, %waits
+  %rw = and i32 %r, 1
+  %isw = icmp ne i32 %rw, 0
+  %notfin = xor i1 %fin, true
+  %notw = xor i1 %isw, true
+  %isb = and i1 %notfin, %notw
+  %aw1 = or i1 %aw, %isw
+  %ab1 = or i1 %ab, %isb
   br label %thr_next
 thr_next:
-  %wait2 = phi i1 [%wait, %thr_body], [%wait1, %thr_store]
+  %aw2 = phi i1 [%aw, %thr_body], [%aw, %thr_check], [%aw1, %thr_store]
+  %ab2 = phi i1 [%ab, %thr_body], [true, %thr_check], [%ab1, %thr_store]
   %t1 = add i32 %t, 1
   br label %thr_head
 round_end:
-  br i1 %wait, label %round, label %block_next
+  br i1 %aw, label %snapshot, label %after_warp
+snapshot:
+  call void @llvm.memcpy.p0.p0.i64(ptr %snap, ptr %pub, i64 %pbytes, i1 false)
+  call void @llvm.memcpy.p0.p0.i64(ptr %sstate, ptr %state, i64 %sbytes, i1 false)
+  br label %round
+after_warp:
+  br i1 %ab, label %round, label %block_next
 block_next:
   %b1 = add i32 %b, 1
   br label %block_head
@@ -180,4 +258,4 @@ def launch_ir() -> str:
     the engine's)."""
     return (_WINDOW_PTR.format(name="shared_ptr", bias=0)
             + _WINDOW_PTR.format(name="local_ptr", bias=LOCAL_STACK_BASE)
-            + _GENERIC + _LOOP)
+            + _GENERIC + _WARP_BITS + _LOOP)

@@ -356,6 +356,9 @@ class _BlockBuffers:
         self.frames = np.zeros(tpb * self.fbytes, np.uint8)
         self.state = np.zeros(tpb, np.int32)
         self.syms = np.array(offsets or [0], np.uint64)
+        self.pub = np.zeros(tpb, np.uint64)
+        self.snap = np.zeros(tpb, np.uint64)
+        self.sstate = np.zeros(tpb, np.int32)
 
     def fill(self, ctx: np.ndarray) -> None:
         ctx[6] = self.shared.ctypes.data
@@ -366,6 +369,9 @@ class _BlockBuffers:
         ctx[11] = self.local.ctypes.data
         ctx[12] = self.lstride
         ctx[13] = self.syms.ctypes.data
+        ctx[14] = self.pub.ctypes.data
+        ctx[15] = self.snap.ctypes.data
+        ctx[16] = self.sstate.ctypes.data
 
 
 def _align16(n: int) -> int:

@@ -16,13 +16,14 @@ from gpusafe_instrument import nodes
 
 from .access import MemoryLowering
 from .alu import AluLowering
-from .regions import BarrierLowering, live_after_barriers
+from .regions import BarrierLowering, live_at
 from .values import BITS, Unsupported
+from .warps import WarpLowering
 
 __all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
-class _Lowerer(AluLowering, MemoryLowering, BarrierLowering):
+class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------
@@ -111,15 +112,18 @@ class _Lowerer(AluLowering, MemoryLowering, BarrierLowering):
     def assemble(self, flat: list[nodes.Instruction]) -> str:
         """``@thread``: the entry switch on the resume point, the body with each
         barrier's save of the registers live after it, and its restore."""
-        live = live_after_barriers(flat, self.barriers, self.uses, self.defs,
-                                   lambda i: self.successors(flat, i))
+        # after a barrier: what the next instruction needs; in a warp
+        # instruction: what it needs itself (its second half reads its operands)
+        points = [i if warp else i + 1 for i, warp in zip(self.barriers, self.warp_points,
+                                                          strict=True)]
+        live = live_at(flat, points, self.uses, self.defs, lambda i: self.successors(flat, i))
         saved = sorted({slot for regs in live for slot in regs}, key=lambda x: int(x[2:]))
         self.frame_slots = len(saved)
         place = {slot: k for k, slot in enumerate(saved)}
         body = "\n".join(self.lines)
         restores = []
         cases = []
-        for k, (index, regs) in enumerate(zip(self.barriers, live, strict=True)):
+        for k, (label, regs) in enumerate(zip(self.resume_labels, live, strict=True)):
             save = []
             load = [f"R{k}:"]
             for slot in sorted(regs, key=lambda x: int(x[2:])):
@@ -133,14 +137,15 @@ class _Lowerer(AluLowering, MemoryLowering, BarrierLowering):
                             f"  %r{k}_{slot[1:]} = load i{w}, ptr %rp{k}_{slot[1:]}\n"
                             f"  store i{w} %r{k}_{slot[1:]}, ptr {slot}")
             body = body.replace(f"  ;save {k}\n", "\n".join(save) + "\n" if save else "", 1)
-            load.append(f"  br label %L{index + 1}")
+            load.append(f"  br label %{label}")
             restores.append("\n".join(load))
             cases.append(f"i32 {k + 1}, label %R{k}")
         head = ("define internal i32 @thread(ptr %params, ptr %ctx, ptr %count, "
                 + ", ".join(f"i32 %sr{k}" for k in range(12))
                 + ", ptr %frame, i32 %resume, ptr nonnull %shared, i64 %sstride, "
                   "ptr nonnull %local, "
-                  "i64 %lstride, ptr %syms) {\nentry:\n"
+                  "i64 %lstride, ptr %syms, i32 %lin, i32 %tpb, ptr %pub, ptr %snap, "
+                  "ptr %sstate) {\nentry:\n"
                 + "  %cnt = alloca i64\n  store i64 0, ptr %cnt\n"
                 + "\n".join(self.allocas)
                 + f"\n  switch i32 %resume, label %L0 [{' '.join(cases)}]\n")

@@ -30,6 +30,10 @@ class BarrierLowering(Values):
 
     def op_bar(self, instr: nodes.Instruction) -> None:
         mods = [m for m in instr.modifiers if m != "aligned"]
+        if mods == ["warp", "sync"] and len(instr.operands) == 1:
+            self.read(instr.operands[0], "u32")
+            self.suspend(warp=True)  # threads of the warp after it see each other's writes
+            return
         if mods not in ([], ["sync"], ["cta", "sync"], ["sync", "cta"]):
             raise self.fail(f"only bar.sync without a thread count ({mods})")
         ops = instr.operands
@@ -37,15 +41,30 @@ class BarrierLowering(Values):
             raise self.fail("a barrier with a thread count")
         if ops:
             self.read(ops[0], "u32")  # the id changes nothing here (module docstring)
+        self.suspend(warp=False)
+
+    def suspend(self, warp: bool) -> str:
+        """Return to the block loop (``2 * (k + 1) + warp``: suspension point k,
+        at a warp-synchronous instruction or a block barrier) after saving the
+        live registers; returns the label where the thread resumes, after the
+        barrier or, for a warp instruction, in its second half (which reads
+        the other lanes' published values)."""
         k = len(self.barriers)
         self.barriers.append(self.index)
+        self.warp_points.append(warp)
         self.emit("%bc{k} = load i64, ptr %cnt\n  %bco{k} = load i64, ptr %count\n"
                   "  %bcs{k} = add i64 %bco{k}, %bc{k}\n  store i64 %bcs{k}, ptr %count"
                   .replace("{k}", str(k)))
         self.lines.append(f"  ;save {k}")
-        self.emit(f"ret i32 {k + 2}")
-        self.tmp += 1
-        self.lines.append(f"dead{self.tmp}:")  # the caller's `br` to the next instruction
+        self.emit(f"ret i32 {2 * (k + 1) + int(warp)}")
+        label = f"P{k}" if warp else f"L{self.index + 1}"
+        if warp:
+            self.lines.append(f"{label}:")
+        else:
+            self.tmp += 1
+            self.lines.append(f"dead{self.tmp}:")  # the caller's `br` to the next instruction
+        self.resume_labels.append(label)
+        return label
 
     def op_barrier(self, instr: nodes.Instruction) -> None:
         if "cluster" in instr.modifiers or "warp" in instr.modifiers:
@@ -53,11 +72,11 @@ class BarrierLowering(Values):
         self.op_bar(instr)
 
 
-def live_after_barriers(flat: list[nodes.Instruction], barriers: list[int],
-                        uses: list[set[str]], defs: list[set[str]],
-                        successors: Callable[[int], list[int]]) -> list[set[str]]:
-    """For each barrier (its flat index), the register slots live right after it."""
-    if not barriers:
+def live_at(flat: list[nodes.Instruction], points: list[int], uses: list[set[str]],
+            defs: list[set[str]], successors: Callable[[int], list[int]]) -> list[set[str]]:
+    """The register slots live on entry to each flat index of ``points``
+    (``len(flat)``: the implicit return)."""
+    if not points:
         return []
     n = len(flat)
     names = sorted({r for u in uses for r in u} | {r for d in defs for r in d})
@@ -84,4 +103,4 @@ def live_after_barriers(flat: list[nodes.Instruction], barriers: list[int],
             if new != live_in[i]:
                 live_in[i] = new
                 changed = True
-    return [{r for r in names if live_in[b + 1] & bit[r]} for b in barriers]
+    return [{r for r in names if live_in[p] & bit[r]} for p in points]

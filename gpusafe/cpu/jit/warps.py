@@ -1,0 +1,116 @@
+"""Warp-synchronous instructions in the JIT: ``shfl.sync``, ``vote.sync``,
+``bar.warp.sync``, through the barriers' resumable threads (:mod:`.regions`).
+
+Each thread publishes its operand (``%pub``, one i64 per thread of the
+block) and suspends; once every thread of the block has run to a
+suspension point, the block loop (:mod:`.blocks`) snapshots what was
+published and where each thread stopped, and resumes the threads waiting at
+warp instructions, whose second half reads the snapshot: the lanes of its
+warp stopped at the same instruction are the lanes that take part, as the
+interpreter's lanes that run the instruction together
+(:mod:`gpusafe.cpu.warp_ops`).  A shuffle reads the value its source lane
+published last: at this instruction when it is there; when it is not
+(undefined on a GPU) the interpreter reads that lane's register as it is
+now, which agrees when the lane left before its first warp instruction
+(both 0: ``%pub`` starts each block at zero, registers start at zero); a
+source beyond the warp's last lane gives the thread's own value, as there.
+"""
+
+from __future__ import annotations
+
+from gpusafe_instrument import nodes
+
+from .values import Values
+
+
+class WarpLowering(Values):
+    """``op_shfl`` and ``op_vote`` (``bar.warp.sync`` is :mod:`.regions`')."""
+
+    def publish(self, value: str, bits: int) -> None:
+        wide = self.adapt(value, bits, 64, False)
+        p = self.new()
+        self.emit(f"{p} = getelementptr i64, ptr %pub, i32 %lin\n  store i64 {wide}, ptr {p}")
+
+    def _lane(self) -> tuple[str, str]:
+        lane, base = self.new(), self.new()
+        self.emit(f"{lane} = and i32 %lin, 31\n  {base} = sub i32 %lin, {lane}")
+        return lane, base
+
+    def op_shfl(self, instr: nodes.Instruction) -> None:
+        mods = instr.modifiers
+        modes = [m for m in mods if m in ("up", "down", "bfly", "idx")]
+        rest = [m for m in mods if m not in ("up", "down", "bfly", "idx", "sync", "b32")]
+        if "sync" not in mods or len(modes) != 1 or rest or len(instr.operands) != 5:
+            raise self.fail(f"only shfl.sync.<mode>.b32 ({mods})")
+        d, a, b, c, mask = instr.operands
+        self.read(mask, "u32")
+        self.publish(self.read(a, "b32"), 32)
+        self.suspend(warp=True)
+        vb, vc = self.read(b, "u32"), self.read(c, "u32")
+        lane, base = self._lane()
+        t = [self.new() for _ in range(8)]
+        self.emit(f"{t[0]} = and i32 {vb}, 31\n  {t[1]} = lshr i32 {vc}, 8\n"
+                  f"  {t[2]} = and i32 {t[1]}, 31\n  {t[3]} = and i32 {vc}, 31\n"
+                  f"  {t[4]} = xor i32 {t[2]}, -1\n  {t[5]} = and i32 {lane}, {t[2]}\n"
+                  f"  {t[6]} = and i32 {t[3]}, {t[4]}\n  {t[7]} = or i32 {t[5]}, {t[6]}")
+        bval, notseg, min_lane, max_lane = t[0], t[4], t[5], t[7]
+        j, p = self.new(), self.new()
+        mode = modes[0]
+        if mode == "up":
+            self.emit(f"{j} = sub i32 {lane}, {bval}\n  {p} = icmp sge i32 {j}, {max_lane}")
+        elif mode == "down":
+            self.emit(f"{j} = add i32 {lane}, {bval}\n  {p} = icmp sle i32 {j}, {max_lane}")
+        elif mode == "bfly":
+            self.emit(f"{j} = xor i32 {lane}, {bval}\n  {p} = icmp sle i32 {j}, {max_lane}")
+        else:
+            part = self.new()
+            self.emit(f"{part} = and i32 {bval}, {notseg}\n  {j} = or i32 {min_lane}, {part}\n"
+                      f"  {p} = icmp sle i32 {j}, {max_lane}")
+        u = [self.new() for _ in range(8)]
+        self.intrinsics.add("declare i32 @llvm.umin.i32(i32, i32)")
+        self.emit(f"{u[0]} = select i1 {p}, i32 {j}, i32 {lane}\n"
+                  f"  {u[1]} = sub i32 %tpb, {base}\n"
+                  f"  {u[2]} = call i32 @llvm.umin.i32(i32 {u[1]}, i32 32)\n"
+                  f"  {u[3]} = icmp ult i32 {u[0]}, {u[2]}\n"
+                  f"  {u[4]} = add i32 {base}, {u[0]}\n"
+                  f"  {u[5]} = select i1 {u[3]}, i32 {u[4]}, i32 %lin\n"
+                  f"  {u[6]} = getelementptr i64, ptr %snap, i32 {u[5]}\n"
+                  f"  {u[7]} = load i64, ptr {u[6]}")
+        value = self.adapt(u[7], 64, 32, False)
+        if isinstance(d, nodes.PredicatePair):
+            self.write(d.first, "b32", value)
+            self.write(d.second, "pred", p)
+        else:
+            self.write(d, "b32", value)
+
+    def op_vote(self, instr: nodes.Instruction) -> None:
+        mods = instr.modifiers
+        modes = [m for m in mods if m in ("all", "any", "uni", "ballot")]
+        rest = [m for m in mods if m not in ("all", "any", "uni", "ballot", "sync", "pred", "b32")]
+        if "sync" not in mods or len(modes) != 1 or rest or len(instr.operands) != 3:
+            raise self.fail(f"only vote.sync ({mods})")
+        d, pred, mask = instr.operands
+        self.read(mask, "u32")
+        self.publish(self.read(pred, "pred"), 1)
+        self.suspend(warp=True)
+        m32 = self.read(mask, "u32")
+        m = self.adapt(m32, 32, 64, False)
+        both, present, hi, trues = self.new(), self.new(), self.new(), self.new()
+        self.emit(f"{both} = call i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)\n"
+                  f"  {present} = and i64 {both}, 4294967295\n  {hi} = lshr i64 {both}, 32\n"
+                  f"  {trues} = and i64 {hi}, {m}")
+        if modes[0] == "ballot":
+            self.write(d, "b32", self.adapt(trues, 64, 32, False))
+            return
+        part, falses, nt, nf, r = (self.new() for _ in range(5))
+        self.emit(f"{part} = and i64 {m}, {present}\n  {nt} = xor i64 {hi}, -1\n"
+                  f"  {falses} = and i64 {part}, {nt}\n  {nf} = and i64 {part}, {hi}")
+        if modes[0] == "all":
+            self.emit(f"{r} = icmp eq i64 {falses}, 0")
+        elif modes[0] == "any":
+            self.emit(f"{r} = icmp ne i64 {nf}, 0")
+        else:
+            a, b = self.new(), self.new()
+            self.emit(f"{a} = icmp eq i64 {falses}, 0\n  {b} = icmp eq i64 {nf}, 0\n"
+                      f"  {r} = or i1 {a}, {b}")
+        self.write(d, "pred", r)
