@@ -371,7 +371,7 @@ extern "C" __global__ void warps(int* out, const int* in, int live)
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (threadIdx.x >= live) return;     // a partial last warp: lanes missing
     int v = in[t];
-    int* o = out + 12 * t;
+    int* o = out + 14 * t;
     o[0] = __shfl_down_sync(0xffffffff, v, 3);
     o[1] = __shfl_up_sync(0xffffffff, v, 5, 16);
     o[2] = __shfl_xor_sync(0xffffffff, v, 9);
@@ -383,12 +383,22 @@ extern "C" __global__ void warps(int* out, const int* in, int live)
     o[8] = __ballot_sync(0xffff0000, v & 2);
     s[threadIdx.x] = v;
     __syncwarp();
-    o[9] = s[threadIdx.x ^ 1];
+    unsigned int lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    o[9] = s[threadIdx.x ^ 1] + 1000 * (int)lane;
     __syncthreads();
     int sum = v;
     for (int off = 16; off > 0; off >>= 1) sum += __shfl_down_sync(0xffffffff, sum, off);
     o[10] = sum;
     o[11] = __shfl_sync(0xffffffff, sum, 0);
+    int g, b;                          // predicated-off lanes take part all the same
+    asm("{\n\t.reg .pred q, r;\n\tsetp.ne.u32 q, %2, 0;\n\tsetp.gt.u32 r, %3, 500;\n\t"
+        "mov.u32 %0, -1;\n\tmov.u32 %1, -1;\n\t"
+        "@q shfl.sync.idx.b32 %0, %3, 3, 31, -1;\n\t"
+        "@q vote.sync.ballot.b32 %1, r, -1;\n\t}"
+        : "=r"(g), "=r"(b) : "r"(v & 1), "r"(v));
+    o[12] = g;
+    o[13] = b;
 }
 """
 
@@ -401,7 +411,7 @@ def test_warp_shuffles_votes_and_syncwarp(monkeypatch, live, slack):
     counts); the JIT counts it once."""
     rng = np.random.default_rng(5)
     x = rng.integers(0, 1000, 192).astype(np.int32)
-    _same(WARPS, "warps", (2, 1, 1), (96, 1, 1), [np.zeros(12 * 192, np.int32), x],
+    _same(WARPS, "warps", (2, 1, 1), (96, 1, 1), [np.zeros(14 * 192, np.int32), x],
           struct.pack("<i", live), monkeypatch, count_slack=slack)
 
 

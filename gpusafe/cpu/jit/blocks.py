@@ -111,9 +111,13 @@ body:
   %bit = shl i64 1, %l64
   %vp = getelementptr i64, ptr %snap, i32 %i
   %v = load i64, ptr %vp
-  %vt = icmp ne i64 %v, 0
-  %t = and i1 %same, %vt
-  %pb = select i1 %same, i64 %bit, i64 0
+  %vp1 = and i64 %v, 1
+  %vt = icmp ne i64 %vp1, 0
+  %voff = and i64 %v, 2
+  %von = icmp eq i64 %voff, 0
+  %here = and i1 %same, %von
+  %t = and i1 %here, %vt
+  %pb = select i1 %here, i64 %bit, i64 0
   %tb = select i1 %t, i64 %bit, i64 0
   %pres2 = or i64 %pres, %pb
   %tr2 = or i64 %tr, %tb

@@ -194,6 +194,12 @@ class Values:
         if not isinstance(operand, nodes.Register):
             raise self.fail(f"operand {operand}")
         name = operand.name
+        if name == "%laneid" and not self.is_register(name):
+            if t == "pred":
+                raise self.fail("special register as predicate")
+            lane = self.new()
+            self.emit(f"{lane} = and i32 %lin, 31")  # threads of a block fill warps in order
+            return self.to_type(self.adapt(lane, 32, width, False), t)
         head, _, axis = name.partition(".")
         if head in SPECIAL and axis in AXES:
             if t == "pred":
@@ -239,6 +245,8 @@ class Values:
     def write(self, operand: nodes.Operand, t: str, value: str) -> None:
         if isinstance(operand, nodes.Sink):
             return
+        if isinstance(operand, nodes.Symbol) and self.is_register(operand.name):
+            operand = nodes.Register(operand.name)  # inline-asm registers have no '%'
         if not isinstance(operand, nodes.Register):
             raise self.fail(f"destination {operand}")
         slot, have = self.register(operand.name)

@@ -31,6 +31,16 @@ class WarpLowering(Values):
         p = self.new()
         self.emit(f"{p} = getelementptr i64, ptr %pub, i32 %lin\n  store i64 {wide}, ptr {p}")
 
+    def guarded(self, instr: nodes.Instruction) -> None:
+        """After the exchange, only lanes whose guard holds compute; the others
+        go on to the next instruction (they took part all the same)."""
+        if instr.guard is None:
+            return
+        p = self.guard(instr.guard)
+        self.tmp += 1
+        self.emit(f"br i1 {p}, label %W{self.tmp}, label %L{self.index + 1}")
+        self.lines.append(f"W{self.tmp}:")
+
     def _lane(self) -> tuple[str, str]:
         lane, base = self.new(), self.new()
         self.emit(f"{lane} = and i32 %lin, 31\n  {base} = sub i32 %lin, {lane}")
@@ -46,6 +56,7 @@ class WarpLowering(Values):
         self.read(mask, "u32")
         self.publish(self.read(a, "b32"), 32)
         self.suspend(warp=True)
+        self.guarded(instr)
         vb, vc = self.read(b, "u32"), self.read(c, "u32")
         lane, base = self._lane()
         t = [self.new() for _ in range(8)]
@@ -91,8 +102,15 @@ class WarpLowering(Values):
             raise self.fail(f"only vote.sync ({mods})")
         d, pred, mask = instr.operands
         self.read(mask, "u32")
-        self.publish(self.read(pred, "pred"), 1)
+        value = self.adapt(self.read(pred, "pred"), 1, 8, False)
+        if instr.guard is not None:  # a lane whose guard is off is not counted (bit 1)
+            off, flagged = self.new(), self.new()
+            self.emit(f"{off} = select i1 {self.guard(instr.guard)}, i8 0, i8 2\n"
+                      f"  {flagged} = or i8 {value}, {off}")
+            value = flagged
+        self.publish(value, 8)
         self.suspend(warp=True)
+        self.guarded(instr)
         m32 = self.read(mask, "u32")
         m = self.adapt(m32, 32, 64, False)
         both, present, hi, trues = self.new(), self.new(), self.new(), self.new()
