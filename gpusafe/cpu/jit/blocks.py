@@ -189,6 +189,9 @@ round:
   br label %thr_head
 thr_head:
   %t = phi i32 [0, %round], [%t1, %thr_next]
+  %tx = phi i32 [0, %round], [%tx2, %thr_next]
+  %ty = phi i32 [0, %round], [%ty2, %thr_next]
+  %tz = phi i32 [0, %round], [%tz1, %thr_next]
   %aw = phi i1 [false, %round], [%aw2, %thr_next]
   %ab = phi i1 [false, %round], [%ab2, %thr_next]
   %tm = icmp ult i32 %t, %tpb
@@ -206,10 +209,6 @@ thr_check:
   br i1 %skip, label %thr_next, label %thr_run
 thr_run:
   %resume = lshr i32 %st, 1
-  %tx = urem i32 %t, %bx
-  %tq = udiv i32 %t, %bx
-  %ty = urem i32 %tq, %by
-  %tz = udiv i32 %t, %bxy
   %fo = mul i64 %t64, %fbytes
   %fp = getelementptr i8, ptr %frame, i64 %fo
   %lo = mul i64 %t64, %lstride
@@ -237,6 +236,15 @@ thr_next:
   %aw2 = phi i1 [%aw, %thr_body], [%aw, %thr_check], [%aw1, %thr_store]
   %ab2 = phi i1 [%ab, %thr_body], [true, %thr_check], [%ab1, %thr_store]
   %t1 = add i32 %t, 1
+  %tx1 = add i32 %tx, 1
+  %xwrap = icmp eq i32 %tx1, %bx
+  %tx2 = select i1 %xwrap, i32 0, i32 %tx1
+  %tyn = add i32 %ty, 1
+  %ty1 = select i1 %xwrap, i32 %tyn, i32 %ty
+  %ywrap = icmp eq i32 %ty1, %by
+  %ty2 = select i1 %ywrap, i32 0, i32 %ty1
+  %tzn = add i32 %tz, 1
+  %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
   br label %thr_head
 round_end:
   br i1 %aw, label %snapshot, label %after_warp

@@ -1,17 +1,17 @@
 """Compile a lowered kernel with llvmlite's MCJIT and run a whole launch in one call.
 
-The compiled ``@kernel`` loops over every block and thread of the grid in
-order (block z, y, x, then thread z, y, x) and calls ``@thread`` for each:
-threads run one after another, to completion, which is a valid schedule for
-a kernel with no barrier, no warp-synchronous operation and no atomics other
-than ``atom.add`` (the lowering refuses the rest).
+The compiled ``@kernel`` (:mod:`.blocks`) runs the grid block by block; in
+a block, each thread runs alone up to its next barrier or warp-synchronous
+instruction (:mod:`.regions`, :mod:`.warps`), then the next thread, in
+rounds until every thread has finished.
 
-Global and generic accesses call ``@resolve``: a binary search of the arena's
-segment table (start, end, bytes) built at the launch.  Anything the table
-does not answer (a misaligned address, an address outside every segment with
-bytes, a generic address in a shared/local/param window) calls back into
-Python, which gives the bytes or records the error the interpreter would
-raise (same class, same message) and makes the compiled code stop.
+Global accesses call ``@resolve``: a binary search of the arena's segment
+table (start, end, bytes) built at the launch.  Anything the table does not
+answer (a misaligned address, an address outside every segment with bytes,
+a generic address in the param window) and any bad shared or local access
+calls back into Python, which gives the bytes or records the error the
+interpreter would raise (same class, same message) and makes the compiled
+code stop.
 
 Compiled kernels are cached by the SHA-256 of the kernel's PTX text and of
 this package's source, so an edit of the compiler never reuses old code.
