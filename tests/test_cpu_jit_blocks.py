@@ -439,3 +439,31 @@ def test_shuffle_block_sum(monkeypatch):
     out = _same(BLOCK_SUM, "block_sum", (4, 1, 1), (256, 1, 1), [x, np.zeros(1, np.float32)],
                 struct.pack("<i", 1000), monkeypatch)
     np.testing.assert_allclose(out[1][0], x.sum(dtype=np.float64), rtol=1e-5)
+
+
+SPECIALS = r"""
+extern "C" __global__ void specials(unsigned int* out)
+{
+    extern __shared__ int dyn[];
+    unsigned int r[10];
+    asm("mov.u32 %0, %%warpid;" : "=r"(r[0]));
+    asm("mov.u32 %0, %%smid;" : "=r"(r[1]));
+    asm("mov.u32 %0, %%lanemask_eq;" : "=r"(r[2]));
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r[3]));
+    asm("mov.u32 %0, %%lanemask_le;" : "=r"(r[4]));
+    asm("mov.u32 %0, %%lanemask_ge;" : "=r"(r[5]));
+    asm("mov.u32 %0, %%lanemask_gt;" : "=r"(r[6]));
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r[7]));
+    asm("mov.u32 %0, %%total_smem_size;" : "=r"(r[8]));
+    asm("mov.u32 %0, %%nwarpid;" : "=r"(r[9]));
+    dyn[threadIdx.x] = 1;
+    unsigned int t = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    for (int k = 0; k < 10; ++k) out[10 * t + k] = r[k];
+}
+"""
+
+
+def test_special_registers_of_lanes_warps_and_the_launch(monkeypatch):
+    out = _same(SPECIALS, "specials", (3, 2, 1), (48, 1, 1), [np.zeros(10 * 288, np.uint32)],
+                b"", monkeypatch, shared=200)
+    assert out[0].reshape(288, 10)[:, 7].tolist() == [200] * 288

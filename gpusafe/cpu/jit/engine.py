@@ -35,6 +35,7 @@ from gpusafe_instrument.kinds import AccessKind
 from ..errors import DeviceError, IllegalAddress, MisalignedAddress
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, WINDOW_SIZE, plain_segments
+from ..special_registers import uniform_value
 from .blocks import CTX_SLOTS, launch_ir
 from .lower import lower_kernel
 from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, LOCAL, SHARED, Unsupported
@@ -340,7 +341,8 @@ class _BlockBuffers:
 
     def __init__(self, launch: Launch, compiled: Compiled) -> None:
         try:
-            offsets = [launch.shared_offsets[k] for k in compiled.shared_keys]
+            offsets = [uniform_value(k[1], launch) if isinstance(k, tuple) and k[0] == "%special"
+                       else launch.shared_offsets[k] for k in compiled.shared_keys]
         except KeyError as e:
             raise Unsupported(f"{e.args[0]} is not a shared variable of the kernel "
                               "(module .global/.const variables need the interpreter)") from None

@@ -12,6 +12,7 @@ from gpusafe_instrument import nodes
 from gpusafe_instrument.query import param_layout
 
 from ..memory import LOCAL_STACK_BASE
+from ..special_registers import NSMID
 
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
@@ -28,6 +29,13 @@ FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "
          "equ": "ueq", "neu": "une", "ltu": "ult", "leu": "ule", "gtu": "ugt", "geu": "uge",
          "num": "ord", "nan": "uno"}
 CANONICAL_NAN_F32 = 0x7FFFFFFF
+
+_LANE_SPECIALS = {"%laneid", "%warpid", "%smid", "%lanemask_eq", "%lanemask_lt",
+                  "%lanemask_le", "%lanemask_ge", "%lanemask_gt"}
+_UNIFORM_SPECIALS = {"%nwarpid", "%nsmid", "%dynamic_smem_size", "%total_smem_size",
+                     "%aggr_smem_size"}
+"""Special registers the lowering covers besides %tid/%ntid/%ctaid/%nctaid;
+the uniform ones are the launch's (:func:`gpusafe.cpu.special_registers.uniform_value`)."""
 
 ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
 GENERIC, GLOBAL, SHARED, LOCAL = 0, 1, 2, 3
@@ -121,6 +129,41 @@ class Values:
                 return scope[name]
         raise self.fail(f"register {name}")
 
+    def special(self, name: str) -> str:
+        """An i32 special register the interpreter computes per lane from the
+        thread's place in the block (:mod:`gpusafe.cpu.special_registers`),
+        or per launch (those come through ``%syms``)."""
+        out = self.new()
+        if name in _UNIFORM_SPECIALS:
+            key = ("%special", name)
+            if key not in self.shared_keys:
+                self.shared_keys.append(key)
+            p, v = self.new(), self.new()
+            self.emit(f"{p} = getelementptr i64, ptr %syms, i64 {self.shared_keys.index(key)}\n"
+                      f"  {v} = load i64, ptr {p}\n  {out} = trunc i64 {v} to i32")
+            return out
+        if name == "%warpid":
+            self.emit(f"{out} = lshr i32 %lin, 5")
+            return out
+        if name == "%smid":  # the block's linear index modulo the SMs the device has
+            a, b, c, d = self.new(), self.new(), self.new(), self.new()
+            self.emit(f"{a} = mul i32 %sr8, %sr10\n  {b} = add i32 {a}, %sr7\n"
+                      f"  {c} = mul i32 {b}, %sr9\n  {d} = add i32 {c}, %sr6\n"
+                      f"  {out} = urem i32 {d}, {NSMID}")
+            return out
+        lane, eq = self.new(), self.new()
+        self.emit(f"{lane} = and i32 %lin, 31\n  {eq} = shl i32 1, {lane}")
+        if name == "%laneid":
+            return lane
+        if name == "%lanemask_eq":
+            return eq
+        le, lt = self.new(), self.new()
+        self.emit(f"{lt} = sub i32 {eq}, 1\n  {le} = or i32 {lt}, {eq}")
+        op = {"%lanemask_lt": f"add i32 {lt}, 0", "%lanemask_le": f"add i32 {le}, 0",
+              "%lanemask_ge": f"xor i32 {lt}, -1", "%lanemask_gt": f"xor i32 {le}, -1"}[name]
+        self.emit(f"{out} = {op}")
+        return out
+
     def is_register(self, name: str) -> bool:
         return any(name in scope for scope in self.scopes)
 
@@ -194,12 +237,10 @@ class Values:
         if not isinstance(operand, nodes.Register):
             raise self.fail(f"operand {operand}")
         name = operand.name
-        if name == "%laneid" and not self.is_register(name):
-            if t == "pred":
-                raise self.fail("special register as predicate")
-            lane = self.new()
-            self.emit(f"{lane} = and i32 %lin, 31")  # threads of a block fill warps in order
-            return self.to_type(self.adapt(lane, 32, width, False), t)
+        if name in _LANE_SPECIALS or name in _UNIFORM_SPECIALS:
+            if t == "pred" or self.is_register(name):
+                raise self.fail(f"special register {name} as .{t}")
+            return self.to_type(self.adapt(self.special(name), 32, width, False), t)
         head, _, axis = name.partition(".")
         if head in SPECIAL and axis in AXES:
             if t == "pred":
