@@ -467,3 +467,24 @@ def test_special_registers_of_lanes_warps_and_the_launch(monkeypatch):
     out = _same(SPECIALS, "specials", (3, 2, 1), (48, 1, 1), [np.zeros(10 * 288, np.uint32)],
                 b"", monkeypatch, shared=200)
     assert out[0].reshape(288, 10)[:, 7].tolist() == [200] * 288
+
+
+BAR_RED = r"""
+extern "C" __global__ void votes(int* out, const int* in, int live)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x >= live) return;    // gone threads are not counted
+    int v = in[t];
+    int c = __syncthreads_count(v > 500);
+    int a = __syncthreads_and(v > 20);
+    int o = __syncthreads_or(v > 990);
+    out[t] = c * 100 + a * 10 + o;
+}
+"""
+
+
+@pytest.mark.parametrize("live", [80, 51])
+def test_barrier_reductions(monkeypatch, live):
+    x = np.random.default_rng(7).integers(0, 1000, 160).astype(np.int32)
+    _same(BAR_RED, "votes", (2, 1, 1), (80, 1, 1), [np.zeros(160, np.int32), x],
+          struct.pack("<i", live), monkeypatch)

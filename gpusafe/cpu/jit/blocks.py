@@ -6,11 +6,13 @@ interpreter starts every block with zeros), then runs rounds: every thread
 not yet finished is called (``@thread``, :mod:`.lower`) from its resume
 point, x fastest, and runs to its next barrier, its next warp-synchronous
 instruction or its end (:mod:`.regions`).  After a round where some thread
-stopped at a warp instruction, the values the threads published there
-(``%pub``, and where each stopped) are copied to ``%snap``/``%sstate``,
-which the second half of the instruction reads, and the next round runs only
-the threads waiting at warp instructions; otherwise, when some thread waits
-at a barrier, the next round runs them all.  A fault (``@thread`` returns
+stopped at an instruction that exchanges values (a shuffle, a vote,
+``bar.red``), the values the threads published there (``%pub``, and where
+each stopped) are copied to ``%snap``/``%sstate``, which the second half of
+the instruction reads.  After a round where some thread stopped at a warp
+instruction, the next round runs only the threads waiting at warp
+instructions; otherwise, when some thread waits at a barrier, the next round
+runs them all.  A fault (``@thread`` returns
 1) stops the launch.
 
 The launch's buffers come through ``ctx`` (:func:`.engine.run` fills it):
@@ -130,6 +132,56 @@ done:
 }
 """
 
+_BLOCK_COUNT = """
+define internal i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
+entry:
+  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  br label %loop
+loop:
+  %i = phi i32 [0, %entry], [%i1, %body]
+  %n = phi i32 [0, %entry], [%n2, %body]
+  %more = icmp ult i32 %i, %tpb
+  br i1 %more, label %body, label %done
+body:
+  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %same = icmp eq i32 %s, %my
+  %vp = getelementptr i64, ptr %snap, i32 %i
+  %v = load i64, ptr %vp
+  %vt = icmp ne i64 %v, 0
+  %t = and i1 %same, %vt
+  %inc = zext i1 %t to i32
+  %n2 = add i32 %n, %inc
+  %i1 = add i32 %i, 1
+  br label %loop
+done:
+  ret i32 %n
+}
+
+define internal i32 @block_here(ptr %sstate, i32 %lin, i32 %tpb) {
+entry:
+  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  br label %loop
+loop:
+  %i = phi i32 [0, %entry], [%i1, %body]
+  %n = phi i32 [0, %entry], [%n2, %body]
+  %more = icmp ult i32 %i, %tpb
+  br i1 %more, label %body, label %done
+body:
+  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %same = icmp eq i32 %s, %my
+  %inc = zext i1 %same to i32
+  %n2 = add i32 %n, %inc
+  %i1 = add i32 %i, 1
+  br label %loop
+done:
+  ret i32 %n
+}
+"""
+
 _LOOP = """
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
@@ -185,7 +237,7 @@ block_init:
   call void @llvm.memset.p0.i64(ptr %pub, i8 0, i64 %pbytes, i1 false)
   br label %round
 round:
-  %mode = phi i1 [false, %block_init], [true, %snapshot], [false, %after_warp]
+  %mode = phi i1 [false, %block_init], [true, %picked], [false, %after_warp]
   br label %thr_head
 thr_head:
   %t = phi i32 [0, %round], [%t1, %thr_next]
@@ -194,6 +246,7 @@ thr_head:
   %tz = phi i32 [0, %round], [%tz1, %thr_next]
   %aw = phi i1 [false, %round], [%aw2, %thr_next]
   %ab = phi i1 [false, %round], [%ab2, %thr_next]
+  %sn = phi i1 [false, %round], [%sn2, %thr_next]
   %tm = icmp ult i32 %t, %tpb
   br i1 %tm, label %thr_body, label %round_end
 thr_body:
@@ -208,7 +261,7 @@ thr_check:
   %skip = and i1 %mode, %atbar
   br i1 %skip, label %thr_next, label %thr_run
 thr_run:
-  %resume = lshr i32 %st, 1
+  %resume = lshr i32 %st, 2
   %fo = mul i64 %t64, %fbytes
   %fp = getelementptr i8, ptr %frame, i64 %fo
   %lo = mul i64 %t64, %lstride
@@ -226,6 +279,9 @@ thr_store:
   store i32 %ns, ptr %sp
   %rw = and i32 %r, 1
   %isw = icmp ne i32 %rw, 0
+  %rs = and i32 %r, 2
+  %iss = icmp ne i32 %rs, 0
+  %sn1 = or i1 %sn, %iss
   %notfin = xor i1 %fin, true
   %notw = xor i1 %isw, true
   %isb = and i1 %notfin, %notw
@@ -235,6 +291,7 @@ thr_store:
 thr_next:
   %aw2 = phi i1 [%aw, %thr_body], [%aw, %thr_check], [%aw1, %thr_store]
   %ab2 = phi i1 [%ab, %thr_body], [true, %thr_check], [%ab1, %thr_store]
+  %sn2 = phi i1 [%sn, %thr_body], [%sn, %thr_check], [%sn1, %thr_store]
   %t1 = add i32 %t, 1
   %tx1 = add i32 %tx, 1
   %xwrap = icmp eq i32 %tx1, %bx
@@ -247,11 +304,13 @@ thr_next:
   %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
   br label %thr_head
 round_end:
-  br i1 %aw, label %snapshot, label %after_warp
+  br i1 %sn, label %snapshot, label %picked
 snapshot:
   call void @llvm.memcpy.p0.p0.i64(ptr %snap, ptr %pub, i64 %pbytes, i1 false)
   call void @llvm.memcpy.p0.p0.i64(ptr %sstate, ptr %state, i64 %sbytes, i1 false)
-  br label %round
+  br label %picked
+picked:
+  br i1 %aw, label %round, label %after_warp
 after_warp:
   br i1 %ab, label %round, label %block_next
 block_next:
@@ -270,4 +329,4 @@ def launch_ir() -> str:
     the engine's)."""
     return (_WINDOW_PTR.format(name="shared_ptr", bias=0)
             + _WINDOW_PTR.format(name="local_ptr", bias=LOCAL_STACK_BASE)
-            + _GENERIC + _WARP_BITS + _LOOP)
+            + _GENERIC + _WARP_BITS + _BLOCK_COUNT + _LOOP)

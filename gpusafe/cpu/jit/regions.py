@@ -34,6 +34,9 @@ class BarrierLowering(Values):
             self.read(instr.operands[0], "u32")
             self.suspend(warp=True)  # threads of the warp after it see each other's writes
             return
+        if mods and mods[0] == "red" or mods[:2] == ["cta", "red"]:
+            self.bar_red(instr, [m for m in mods if m not in ("cta", "red")])
+            return
         if mods not in ([], ["sync"], ["cta", "sync"], ["sync", "cta"]):
             raise self.fail(f"only bar.sync without a thread count ({mods})")
         ops = instr.operands
@@ -43,28 +46,59 @@ class BarrierLowering(Values):
             self.read(ops[0], "u32")  # the id changes nothing here (module docstring)
         self.suspend(warp=False)
 
-    def suspend(self, warp: bool) -> str:
-        """Return to the block loop (``2 * (k + 1) + warp``: suspension point k,
-        at a warp-synchronous instruction or a block barrier) after saving the
-        live registers; returns the label where the thread resumes, after the
+    def suspend(self, warp: bool, exchange: bool = False) -> str:
+        """Return to the block loop (``4 * (k + 1) + 2 * exchange + warp``:
+        suspension point k, whether the threads' published values must be
+        snapshot, whether it is a warp-synchronous instruction or a block
+        barrier) after saving the live registers; returns the label where the thread resumes, after the
         barrier or, for a warp instruction, in its second half (which reads
         the other lanes' published values)."""
         k = len(self.barriers)
         self.barriers.append(self.index)
-        self.warp_points.append(warp)
+        self.warp_points.append(warp or exchange)
         self.emit("%bc{k} = load i64, ptr %cnt\n  %bco{k} = load i64, ptr %count\n"
                   "  %bcs{k} = add i64 %bco{k}, %bc{k}\n  store i64 %bcs{k}, ptr %count"
                   .replace("{k}", str(k)))
         self.lines.append(f"  ;save {k}")
-        self.emit(f"ret i32 {2 * (k + 1) + int(warp)}")
-        label = f"P{k}" if warp else f"L{self.index + 1}"
-        if warp:
+        self.emit(f"ret i32 {4 * (k + 1) + 2 * int(exchange) + int(warp)}")
+        label = f"P{k}" if warp or exchange else f"L{self.index + 1}"
+        if warp or exchange:
             self.lines.append(f"{label}:")
         else:
             self.tmp += 1
             self.lines.append(f"dead{self.tmp}:")  # the caller's `br` to the next instruction
         self.resume_labels.append(label)
         return label
+
+    def bar_red(self, instr: nodes.Instruction, mods: list[str]) -> None:
+        """``bar.red.{popc,and,or}``: a barrier that reduces a predicate over
+        the block's threads waiting at it (the interpreter reduces over the
+        lanes released together)."""
+        ops = instr.operands
+        kind = [m for m in mods if m in ("popc", "and", "or")]
+        if len(kind) != 1 or sorted(mods) != sorted(kind + [("u32" if kind == ["popc"]
+                                                              else "pred")]) or len(ops) != 3:
+            raise self.fail(f"only bar.red.popc.u32/.and.pred/.or.pred without a thread "
+                            f"count ({mods})")
+        d, bar_id, pred = ops
+        self.read(bar_id, "u32")
+        value = self.adapt(self.read(pred, "pred"), 1, 64, False)
+        p = self.new()
+        self.emit(f"{p} = getelementptr i64, ptr %pub, i32 %lin\n  store i64 {value}, ptr {p}")
+        self.suspend(warp=False, exchange=True)
+        n = self.new()
+        self.emit(f"{n} = call i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)")
+        if kind[0] == "popc":
+            self.write(d, "u32", n)
+            return
+        r = self.new()
+        if kind[0] == "or":
+            self.emit(f"{r} = icmp ne i32 {n}, 0")
+        else:
+            here = self.new()
+            self.emit(f"{here} = call i32 @block_here(ptr %sstate, i32 %lin, i32 %tpb)\n"
+                      f"  {r} = icmp eq i32 {n}, {here}")
+        self.write(d, "pred", r)
 
     def op_barrier(self, instr: nodes.Instruction) -> None:
         if "cluster" in instr.modifiers or "warp" in instr.modifiers:

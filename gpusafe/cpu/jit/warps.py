@@ -55,7 +55,7 @@ class WarpLowering(Values):
         d, a, b, c, mask = instr.operands
         self.read(mask, "u32")
         self.publish(self.read(a, "b32"), 32)
-        self.suspend(warp=True)
+        self.suspend(warp=True, exchange=True)
         self.guarded(instr)
         vb, vc = self.read(b, "u32"), self.read(c, "u32")
         lane, base = self._lane()
@@ -109,7 +109,7 @@ class WarpLowering(Values):
                       f"  {flagged} = or i8 {value}, {off}")
             value = flagged
         self.publish(value, 8)
-        self.suspend(warp=True)
+        self.suspend(warp=True, exchange=True)
         self.guarded(instr)
         m32 = self.read(mask, "u32")
         m = self.adapt(m32, 32, 64, False)
