@@ -18,9 +18,11 @@ from gpusafe_testkit.corpus import nvrtc_compile
 _PTX: dict[str, str] = {}
 
 
-def _ptx(source: str) -> str:
+def _ptx(source: str, arch: str = "compute_75") -> str:
     if source not in _PTX:
-        _PTX[source] = nvrtc_compile(source, "k.cu", "compute_75", ())
+        # redux.sync needs sm_80
+        _PTX[source] = nvrtc_compile(source, "k.cu", "compute_80" if "__reduce" in source
+                                     else arch, ())
     return _PTX[source]
 
 
@@ -371,7 +373,7 @@ extern "C" __global__ void warps(int* out, const int* in, int live)
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (threadIdx.x >= live) return;     // a partial last warp: lanes missing
     int v = in[t];
-    int* o = out + 14 * t;
+    int* o = out + 19 * t;
     o[0] = __shfl_down_sync(0xffffffff, v, 3);
     o[1] = __shfl_up_sync(0xffffffff, v, 5, 16);
     o[2] = __shfl_xor_sync(0xffffffff, v, 9);
@@ -399,6 +401,11 @@ extern "C" __global__ void warps(int* out, const int* in, int live)
         : "=r"(g), "=r"(b) : "r"(v & 1), "r"(v));
     o[12] = g;
     o[13] = b;
+    o[14] = __reduce_add_sync(0xffffffff, v * 77777);
+    o[15] = __reduce_min_sync(0xffffffff, (unsigned)v * 3u);
+    o[16] = __reduce_max_sync(0xffffffff, v - 500);
+    o[17] = __reduce_xor_sync(0xffffffff, v);
+    if (v & 4) o[18] = __activemask();
 }
 """
 
@@ -411,7 +418,7 @@ def test_warp_shuffles_votes_and_syncwarp(monkeypatch, live, slack):
     counts); the JIT counts it once."""
     rng = np.random.default_rng(5)
     x = rng.integers(0, 1000, 192).astype(np.int32)
-    _same(WARPS, "warps", (2, 1, 1), (96, 1, 1), [np.zeros(14 * 192, np.int32), x],
+    _same(WARPS, "warps", (2, 1, 1), (96, 1, 1), [np.zeros(19 * 192, np.int32), x],
           struct.pack("<i", live), monkeypatch, count_slack=slack)
 
 

@@ -93,7 +93,7 @@ class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
                     p = self.guard(instr.guard)
                     self.emit(f"br i1 {p}, label {target}, label {nxt}")
                 continue
-            if instr.guard is not None and instr.op not in ("shfl", "vote"):
+            if instr.guard is not None and instr.op not in ("shfl", "vote", "redux"):
                 # a warp instruction takes its guard itself: predicated-off
                 # lanes still take part (:mod:`.warps`)
                 p = self.guard(instr.guard)

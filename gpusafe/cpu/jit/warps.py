@@ -24,7 +24,8 @@ from .values import Values
 
 
 class WarpLowering(Values):
-    """``op_shfl`` and ``op_vote`` (``bar.warp.sync`` is :mod:`.regions`')."""
+    """``op_shfl``, ``op_vote``, ``op_redux``, ``op_activemask``
+    (``bar.warp.sync`` is :mod:`.regions`')."""
 
     def publish(self, value: str, bits: int) -> None:
         wide = self.adapt(value, bits, 64, False)
@@ -132,3 +133,91 @@ class WarpLowering(Values):
             self.emit(f"{a} = icmp eq i64 {falses}, 0\n  {b} = icmp eq i64 {nf}, 0\n"
                       f"  {r} = or i1 {a}, {b}")
         self.write(d, "pred", r)
+
+    def op_redux(self, instr: nodes.Instruction) -> None:
+        """``redux.sync``: reduces over the lanes of the warp at the instruction
+        whose guard holds (the interpreter's lanes that run it together)."""
+        mods = instr.modifiers
+        ops = [m for m in mods if m in _REDUX_INIT]
+        types = [m for m in mods if m in ("u32", "s32", "b32")]
+        if "sync" not in mods or len(ops) != 1 or len(types) != 1 or len(mods) != 3 \
+                or len(instr.operands) != 3:
+            raise self.fail(f"only redux.sync.<op>.<32-bit type> ({mods})")
+        op, t = ops[0], types[0]
+        if op in ("min", "max"):
+            op = ("s" if t == "s32" else "u") + op
+        d, a, mask = instr.operands
+        self.read(mask, "u32")
+        value = self.adapt(self.read(a, "b32"), 32, 64, False)
+        if instr.guard is not None:  # a lane whose guard is off takes no part (bit 32)
+            off, flagged = self.new(), self.new()
+            self.emit(f"{off} = select i1 {self.guard(instr.guard)}, i64 0, i64 4294967296\n"
+                      f"  {flagged} = or i64 {value}, {off}")
+            value = flagged
+        self.publish(value, 64)
+        self.suspend(warp=True, exchange=True)
+        self.guarded(instr)
+        if op not in _REDUX_INIT:
+            self.intrinsics.add(f"declare i32 @llvm.{op}.i32(i32, i32)")
+        self.intrinsics.add(_redux_helper(op))
+        r = self.new()
+        self.emit(f"{r} = call i32 @redux_{op}(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)")
+        self.write(d, "b32", r)
+
+    def op_activemask(self, instr: nodes.Instruction) -> None:
+        """The lanes of the warp at this instruction, as the interpreter's lanes
+        running it together (here a warp suspension finds them)."""
+        if list(instr.modifiers) != ["b32"] or len(instr.operands) != 1:
+            raise self.fail("only activemask.b32 d")
+        self.publish("0", 64)
+        self.suspend(warp=True, exchange=True)
+        both, present = self.new(), self.new()
+        self.emit(f"{both} = call i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)\n"
+                  f"  {present} = trunc i64 {both} to i32")
+        self.write(instr.operands[0], "b32", present)
+
+
+_REDUX_INIT = {"add": 0, "min": 0, "max": 0, "and": -1, "or": 0, "xor": 0}
+_REDUX_START = {"add": 0, "umin": -1, "smin": 0x7FFFFFFF, "umax": 0, "smax": -0x80000000,
+                "and": -1, "or": 0, "xor": 0}
+
+
+def _redux_helper(op: str) -> str:
+    """``@redux_<op>``: the reduction over the snapshot of the thread's warp."""
+    if op in ("add", "and", "or", "xor"):
+        combine = f"%acc2 = {op} i32 %acc, %vv"
+    else:
+        combine = f"%acc2 = call i32 @llvm.{op}.i32(i32 %acc, i32 %vv)"
+    return f"""define internal i32 @redux_{op}(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {{
+entry:
+  %lane = and i32 %lin, 31
+  %wb = sub i32 %lin, %lane
+  %rest = sub i32 %tpb, %wb
+  %short = icmp ult i32 %rest, 32
+  %ws = select i1 %short, i32 %rest, i32 32
+  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  br label %loop
+loop:
+  %l = phi i32 [0, %entry], [%l1, %body]
+  %acc = phi i32 [{_REDUX_START[op]}, %entry], [%acc3, %body]
+  %more = icmp ult i32 %l, %ws
+  br i1 %more, label %body, label %done
+body:
+  %i = add i32 %wb, %l
+  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %same = icmp eq i32 %s, %my
+  %vp = getelementptr i64, ptr %snap, i32 %i
+  %v = load i64, ptr %vp
+  %off = lshr i64 %v, 32
+  %on = icmp eq i64 %off, 0
+  %take = and i1 %same, %on
+  %vv = trunc i64 %v to i32
+  {combine}
+  %acc3 = select i1 %take, i32 %acc2, i32 %acc
+  %l1 = add i32 %l, 1
+  br label %loop
+done:
+  ret i32 %acc
+}}"""
