@@ -495,3 +495,51 @@ def test_barrier_reductions(monkeypatch, live):
     x = np.random.default_rng(7).integers(0, 1000, 160).astype(np.int32)
     _same(BAR_RED, "votes", (2, 1, 1), (80, 1, 1), [np.zeros(160, np.int32), x],
           struct.pack("<i", live), monkeypatch)
+
+
+SPIN = r"""
+extern "C" __global__ void spin(int* flag, int* out)
+{
+    if (threadIdx.x == 0) {            // waits for a thread that runs after it
+        while (atomicAdd(flag, 0) == 0) {}
+        out[0] = atomicAdd(flag, 0);
+    }
+    if (threadIdx.x == 63) { out[1] = 7; atomicExch(flag, 5); }
+    __syncthreads();
+    out[2 + threadIdx.x] = out[1];
+}
+"""
+
+
+def test_a_thread_spinning_for_a_later_thread_yields_to_it(monkeypatch):
+    """The outputs are the interpreter's; the instruction counts are not
+    compared: each engine spins its own number of rounds."""
+    arrays = [np.zeros(1, np.int32), np.zeros(66, np.int32)]
+    ref, _, _ = _run("interpreter", SPIN, "spin", (1, 1, 1), (64, 1, 1), arrays, b"",
+                     monkeypatch)
+    got, _, note = _run("jit", SPIN, "spin", (1, 1, 1), (64, 1, 1), arrays, b"", monkeypatch)
+    assert note == "jit"
+    assert [r.tobytes() for r in ref] == [g.tobytes() for g in got]
+    assert got[0][0] == 5 and got[1][0] == 5 and (got[1][2:] == 7).all()
+
+
+LONG_LOOP = r"""
+extern "C" __global__ void long_loop(unsigned int* out, int n)
+{
+    unsigned int h = threadIdx.x;
+    int trips = threadIdx.x == 3 ? n : 3;   // one lane loops past the yield threshold
+    #pragma unroll 1
+    for (int i = 0; i < trips; ++i) h = h * 1664525u + 1013904223u;
+    for (int off = 16; off > 0; off >>= 1) h += __shfl_down_sync(0xffffffff, h, off);
+    out[threadIdx.x] = h;
+}
+"""
+
+
+def test_a_yield_inside_a_divergent_loop_keeps_the_warp_together(monkeypatch):
+    """Lane 3 yields in its loop while the other 31 lanes of its warp wait at
+    the first shuffle: they must not go on without it.  (The interpreter
+    counts that shuffle twice for the 31 waiting lanes, as in
+    test_warp_shuffles_votes_and_syncwarp.)"""
+    _same(LONG_LOOP, "long_loop", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.uint32)],
+          struct.pack("<i", 5000), monkeypatch, count_slack=31)

@@ -12,7 +12,11 @@ each stopped) are copied to ``%snap``/``%sstate``, which the second half of
 the instruction reads.  After a round where some thread stopped at a warp
 instruction, the next round runs only the threads waiting at warp
 instructions; otherwise, when some thread waits at a barrier, the next round
-runs them all.  A fault (``@thread`` returns
+runs them all.  A thread that yields (a long loop, :func:`.regions.BarrierLowering.backward`)
+waits as at a warp instruction; in the round after a yield, a thread of
+the same warp waiting at a warp instruction stays waiting until the yielding
+thread has caught up (the interpreter's warp instruction waits for every
+live lane).  A fault (``@thread`` returns
 1) stops the launch.
 
 The launch's buffers come through ``ctx`` (:func:`.engine.run` fills it):
@@ -182,6 +186,36 @@ done:
 }
 """
 
+_WARP_YIELDS = """
+define internal i1 @warp_yields(ptr %sstate, i32 %lin, i32 %tpb) {
+entry:
+  %lane = and i32 %lin, 31
+  %wb = sub i32 %lin, %lane
+  %rest = sub i32 %tpb, %wb
+  %short = icmp ult i32 %rest, 32
+  %ws = select i1 %short, i32 %rest, i32 32
+  br label %loop
+loop:
+  %l = phi i32 [0, %entry], [%l1, %body]
+  %more = icmp ult i32 %l, %ws
+  br i1 %more, label %body, label %none
+body:
+  %i = add i32 %wb, %l
+  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %live = icmp sgt i32 %s, 0
+  %y = and i32 %s, 4
+  %isy = icmp ne i32 %y, 0
+  %hit = and i1 %live, %isy
+  %l1 = add i32 %l, 1
+  br i1 %hit, label %found, label %loop
+found:
+  ret i1 true
+none:
+  ret i1 false
+}
+"""
+
 _LOOP = """
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
@@ -238,6 +272,7 @@ block_init:
   br label %round
 round:
   %mode = phi i1 [false, %block_init], [true, %picked], [false, %after_warp]
+  %ymode = phi i1 [false, %block_init], [%yd, %picked], [false, %after_warp]
   br label %thr_head
 thr_head:
   %t = phi i32 [0, %round], [%t1, %thr_next]
@@ -247,6 +282,7 @@ thr_head:
   %aw = phi i1 [false, %round], [%aw2, %thr_next]
   %ab = phi i1 [false, %round], [%ab2, %thr_next]
   %sn = phi i1 [false, %round], [%sn2, %thr_next]
+  %yd = phi i1 [false, %round], [%yd2, %thr_next]
   %tm = icmp ult i32 %t, %tpb
   br i1 %tm, label %thr_body, label %round_end
 thr_body:
@@ -259,9 +295,17 @@ thr_check:
   %stw = and i32 %st, 1
   %atbar = icmp eq i32 %stw, 0
   %skip = and i1 %mode, %atbar
-  br i1 %skip, label %thr_next, label %thr_run
+  br i1 %skip, label %thr_next, label %thr_yc
+thr_yc:
+  %sty = and i32 %st, 4
+  %notyield = icmp eq i32 %sty, 0
+  %chk = and i1 %ymode, %notyield
+  br i1 %chk, label %thr_scan, label %thr_run
+thr_scan:
+  %wy = call i1 @warp_yields(ptr %sstate, i32 %t, i32 %tpb)
+  br i1 %wy, label %thr_next, label %thr_run
 thr_run:
-  %resume = lshr i32 %st, 2
+  %resume = lshr i32 %st, 3
   %fo = mul i64 %t64, %fbytes
   %fp = getelementptr i8, ptr %frame, i64 %fo
   %lo = mul i64 %t64, %lstride
@@ -282,6 +326,9 @@ thr_store:
   %rs = and i32 %r, 2
   %iss = icmp ne i32 %rs, 0
   %sn1 = or i1 %sn, %iss
+  %ry = and i32 %r, 4
+  %isy = icmp ne i32 %ry, 0
+  %yd1 = or i1 %yd, %isy
   %notfin = xor i1 %fin, true
   %notw = xor i1 %isw, true
   %isb = and i1 %notfin, %notw
@@ -289,9 +336,10 @@ thr_store:
   %ab1 = or i1 %ab, %isb
   br label %thr_next
 thr_next:
-  %aw2 = phi i1 [%aw, %thr_body], [%aw, %thr_check], [%aw1, %thr_store]
-  %ab2 = phi i1 [%ab, %thr_body], [true, %thr_check], [%ab1, %thr_store]
-  %sn2 = phi i1 [%sn, %thr_body], [%sn, %thr_check], [%sn1, %thr_store]
+  %aw2 = phi i1 [%aw, %thr_body], [%aw, %thr_check], [true, %thr_scan], [%aw1, %thr_store]
+  %ab2 = phi i1 [%ab, %thr_body], [true, %thr_check], [%ab, %thr_scan], [%ab1, %thr_store]
+  %sn2 = phi i1 [%sn, %thr_body], [%sn, %thr_check], [%sn, %thr_scan], [%sn1, %thr_store]
+  %yd2 = phi i1 [%yd, %thr_body], [%yd, %thr_check], [%yd, %thr_scan], [%yd1, %thr_store]
   %t1 = add i32 %t, 1
   %tx1 = add i32 %tx, 1
   %xwrap = icmp eq i32 %tx1, %bx
@@ -304,7 +352,8 @@ thr_next:
   %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
   br label %thr_head
 round_end:
-  br i1 %sn, label %snapshot, label %picked
+  %need = or i1 %sn, %yd
+  br i1 %need, label %snapshot, label %picked
 snapshot:
   call void @llvm.memcpy.p0.p0.i64(ptr %snap, ptr %pub, i64 %pbytes, i1 false)
   call void @llvm.memcpy.p0.p0.i64(ptr %sstate, ptr %state, i64 %sbytes, i1 false)
@@ -329,4 +378,4 @@ def launch_ir() -> str:
     the engine's)."""
     return (_WINDOW_PTR.format(name="shared_ptr", bias=0)
             + _WINDOW_PTR.format(name="local_ptr", bias=LOCAL_STACK_BASE)
-            + _GENERIC + _WARP_BITS + _BLOCK_COUNT + _LOOP)
+            + _GENERIC + _WARP_BITS + _BLOCK_COUNT + _WARP_YIELDS + _LOOP)

@@ -87,10 +87,12 @@ class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
             nxt = f"%L{i + 1}"
             if instr.op == "bra":
                 target = self.target(instr)
-                if instr.guard is None:
+                p = self.guard(instr.guard) if instr.guard is not None else None
+                if int(target[2:]) <= i:
+                    self.backward(int(target[2:]), p or "true", nxt if p else None)
+                elif p is None:
                     self.emit(f"br label {target}")
                 else:
-                    p = self.guard(instr.guard)
                     self.emit(f"br i1 {p}, label {target}, label {nxt}")
                 continue
             if instr.guard is not None and instr.op not in ("shfl", "vote", "redux"):
@@ -114,11 +116,8 @@ class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
     def assemble(self, flat: list[nodes.Instruction]) -> str:
         """``@thread``: the entry switch on the resume point, the body with each
         barrier's save of the registers live after it, and its restore."""
-        # after a barrier: what the next instruction needs; in a warp
-        # instruction: what it needs itself (its second half reads its operands)
-        points = [i if warp else i + 1 for i, warp in zip(self.barriers, self.warp_points,
-                                                          strict=True)]
-        live = live_at(flat, points, self.uses, self.defs, lambda i: self.successors(flat, i))
+        live = live_at(flat, self.live_points, self.uses, self.defs,
+                       lambda i: self.successors(flat, i))
         saved = sorted({slot for regs in live for slot in regs}, key=lambda x: int(x[2:]))
         self.frame_slots = len(saved)
         place = {slot: k for k, slot in enumerate(saved)}
@@ -149,6 +148,7 @@ class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
                   "i64 %lstride, ptr %syms, i32 %lin, i32 %tpb, ptr %pub, ptr %snap, "
                   "ptr %sstate) {\nentry:\n"
                 + "  %cnt = alloca i64\n  store i64 0, ptr %cnt\n"
+                + "  %spin = alloca i32\n  store i32 0, ptr %spin\n"
                 + "\n".join(self.allocas)
                 + f"\n  switch i32 %resume, label %L0 [{' '.join(cases)}]\n")
         tail = ("done:\n  %cd = load i64, ptr %cnt\n  %co = load i64, ptr %count\n"

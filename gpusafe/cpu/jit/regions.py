@@ -24,6 +24,9 @@ from gpusafe_instrument import nodes
 
 from .values import Values
 
+SPIN_YIELD = 1 << 12
+"""Backward branches a thread takes in one run before it yields."""
+
 
 class BarrierLowering(Values):
     """``op_bar`` and ``op_barrier``: a return to the block loop and a resume point."""
@@ -46,29 +49,58 @@ class BarrierLowering(Values):
             self.read(ops[0], "u32")  # the id changes nothing here (module docstring)
         self.suspend(warp=False)
 
-    def suspend(self, warp: bool, exchange: bool = False) -> str:
-        """Return to the block loop (``4 * (k + 1) + 2 * exchange + warp``:
-        suspension point k, whether the threads' published values must be
-        snapshot, whether it is a warp-synchronous instruction or a block
-        barrier) after saving the live registers; returns the label where the thread resumes, after the
-        barrier or, for a warp instruction, in its second half (which reads
-        the other lanes' published values)."""
+    def suspend(self, warp: bool, exchange: bool = False, resume_at: int | None = None) -> str:
+        """Return to the block loop (``8 * (k + 1) + 4 * yields + 2 * exchange +
+        warp``: suspension point k, whether the thread yields, whether the
+        threads' published values must be snapshot, whether the thread waits
+        at a warp-synchronous instruction (or yields) rather than at a block
+        barrier) after saving the live
+        registers; returns the label where the thread resumes: after a
+        barrier, in the second half of an instruction that exchanges values,
+        or at flat instruction ``resume_at`` (a loop's head, for a yield)."""
         k = len(self.barriers)
+        inside = warp or exchange
+        if resume_at is not None:
+            label, point = f"L{resume_at}", resume_at
+        elif inside:
+            label, point = f"P{k}", self.index
+        else:
+            label, point = f"L{self.index + 1}", self.index + 1
         self.barriers.append(self.index)
-        self.warp_points.append(warp or exchange)
+        self.live_points.append(point)
         self.emit("%bc{k} = load i64, ptr %cnt\n  %bco{k} = load i64, ptr %count\n"
                   "  %bcs{k} = add i64 %bco{k}, %bc{k}\n  store i64 %bcs{k}, ptr %count"
                   .replace("{k}", str(k)))
         self.lines.append(f"  ;save {k}")
-        self.emit(f"ret i32 {4 * (k + 1) + 2 * int(exchange) + int(warp)}")
-        label = f"P{k}" if warp or exchange else f"L{self.index + 1}"
-        if warp or exchange:
+        code = 8 * (k + 1) + 4 * int(resume_at is not None) + 2 * int(exchange) + int(warp)
+        self.emit(f"ret i32 {code}")
+        if label.startswith("P"):
             self.lines.append(f"{label}:")
         else:
             self.tmp += 1
             self.lines.append(f"dead{self.tmp}:")  # the caller's `br` to the next instruction
         self.resume_labels.append(label)
         return label
+
+    def backward(self, target: int, taken: str, not_taken: str | None) -> None:
+        """A backward branch: every ``SPIN_YIELD`` of them in one run the thread
+        yields (a warp-kind suspension resuming at the loop's head), so a
+        thread spinning on memory another thread of its block will write
+        lets that thread run, as the interpreter's scheduler does after
+        ``SPIN_LIMIT`` rounds; a block barrier still waits for it."""
+        self.tmp += 1
+        n = self.tmp
+        if not_taken is not None:
+            self.emit(f"br i1 {taken}, label %B{n}, label {not_taken}")
+            self.lines.append(f"B{n}:")
+        self.emit(f"%y{n} = load i32, ptr %spin\n  %y{n}n = add i32 %y{n}, 1\n"
+                  f"  store i32 %y{n}n, ptr %spin\n  %y{n}h = icmp eq i32 %y{n}n, {SPIN_YIELD}\n"
+                  f"  br i1 %y{n}h, label %Y{n}, label %L{target}, "
+                  f"!prof !{{!\"branch_weights\", i32 1, i32 {SPIN_YIELD}}}")
+        self.lines.append(f"Y{n}:")
+        self.emit("store i32 0, ptr %spin")
+        self.suspend(warp=True, resume_at=target)
+        self.emit(f"br label %L{target}")
 
     def bar_red(self, instr: nodes.Instruction, mods: list[str]) -> None:
         """``bar.red.{popc,and,or}``: a barrier that reduces a predicate over

@@ -97,7 +97,7 @@ class Values:
         self.shared_keys: list = []  # shared symbols, resolved to offsets at each launch
         self.local_size = 0  # the kernel's .local frame, laid out as the interpreter does
         self.barriers: list[int] = []  # flat index of each suspension point, in order
-        self.warp_points: list[bool] = []  # whether each resumes inside its instruction
+        self.live_points: list[int] = []  # per suspension: the flat index whose live-in it saves
         self.resume_labels: list[str] = []  # where each resumes
         self.frame_slots = 0  # 8-byte slots of a thread's frame: registers live at a barrier
 
