@@ -1,19 +1,24 @@
 """Barriers in the JIT: each thread is a resumable function.
 
 ``bar.sync`` saves the registers live after it into the thread's frame (a
-row of 8-byte slots in a per-block array), returns ``2 + k`` (k: which
-barrier) and, called again with resume point ``k + 1``, reloads them and
-goes on after the barrier.  The block loop (:mod:`.blocks`) runs every thread
-of a block up to its next barrier or its end, then all of them again, until
-none waits: the interpreter's release rule (a block's waiting threads go on
-once every live thread waits; exited threads do not count; when nothing can
-run, waiting threads are released anyway) gives the same phases whichever
-barrier each thread waits at, so the barrier's id does not matter.  Thread
-counts (``bar.sync 1, 64``), ``bar.arrive`` and ``bar.red`` are refused.
+row of 8-byte slots in a per-block array), returns its suspension code
+(:meth:`BarrierLowering.suspend`) and, called again with resume point
+``k + 1``, reloads them and goes on after the barrier.  The block loop
+(:mod:`.blocks`) runs every thread of a block up to its next suspension or
+its end, then again, until none waits: the interpreter's release rule (a
+block's waiting threads go on once every live thread waits; exited threads
+do not count; when nothing can run, waiting threads are released anyway)
+gives the same phases whichever barrier each thread waits at, so the
+barrier's id does not matter.  ``bar.red`` also publishes a predicate and
+reduces over the block after the barrier; thread counts
+(``bar.sync 1, 64``), ``bar.arrive`` and cluster barriers are refused.
+The same suspension serves warp instructions (:mod:`.warps`) and a thread's
+yield in a long loop (:meth:`BarrierLowering.backward`).
 
-Only registers live after a barrier are saved: a backward liveness pass over
-the flat instruction list, from the registers each instruction reads and
-surely writes (a guarded write kills nothing), as recorded while lowering.
+Only registers live at the resume point are saved: a backward liveness pass
+over the flat instruction list, from the registers each instruction reads
+and surely writes (a guarded write kills nothing), as recorded while
+lowering.
 """
 
 from __future__ import annotations
