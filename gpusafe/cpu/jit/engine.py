@@ -212,9 +212,12 @@ def _target_machine() -> Any:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         # the host CPU: without its features llvm.fma is a call to libm's fmaf
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # llvmlite cannot tell on some hosts: generic code, slower
+            features = ""
         _TARGET.append(llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-            opt=3))
+            cpu=llvm.get_host_cpu_name(), features=features, opt=3))
     return _TARGET[0]
 
 
