@@ -18,11 +18,12 @@ from gpusafe_testkit.corpus import nvrtc_compile
 _PTX: dict[str, str] = {}
 
 
-def _ptx(source: str, arch: str = "compute_75") -> str:
+def _ptx(source: str) -> str:
     if source not in _PTX:
-        # redux.sync needs sm_80
-        _PTX[source] = nvrtc_compile(source, "k.cu", "compute_80" if "__reduce" in source
-                                     else arch, ())
+        # redux.sync needs sm_80, elect.sync sm_90
+        arch = ("compute_90" if "elect.sync" in source else
+                "compute_80" if "__reduce" in source else "compute_75")
+        _PTX[source] = nvrtc_compile(source, "k.cu", arch, ())
     return _PTX[source]
 
 
@@ -543,3 +544,35 @@ def test_a_yield_inside_a_divergent_loop_keeps_the_warp_together(monkeypatch):
     test_warp_shuffles_votes_and_syncwarp.)"""
     _same(LONG_LOOP, "long_loop", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.uint32)],
           struct.pack("<i", 5000), monkeypatch, count_slack=31)
+
+
+MATCH = r"""
+extern "C" __global__ void match(unsigned int* out, const int* in)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[t];
+    unsigned int* o = out + 5 * t;
+    o[0] = __match_any_sync(0xffffffff, v & 3);
+    o[1] = __match_any_sync(0x0f0f0f0f, (long long)(v & 1) << 40);
+    int pred;
+    o[2] = __match_all_sync(0xffffffff, v >> 10, &pred);
+    o[3] = pred;
+    if (v & 8) {                          // a partial warp elects its lowest lane
+        unsigned int leader, mine;
+        asm("{\n\t.reg .pred p;\n\telect.sync %0|p, %2;\n\tselp.u32 %1, 1, 0, p;\n\t}"
+            : "=r"(leader), "=r"(mine) : "r"(0xfffffff0u));
+        o[4] = leader * 10 + mine;
+    }
+}
+"""
+
+
+def test_match_and_elect(monkeypatch):
+    """The lanes inside the ``if`` reach ``elect.sync`` while their warp-mates
+    are still alive elsewhere; the interpreter makes them wait and runs the
+    instruction again once the others have finished, counting it twice (at
+    most once more per thread); the outputs are the same."""
+    x = np.random.default_rng(8).integers(0, 1000, 128).astype(np.int32)
+    x[64:96] = 7 << 10                    # one warp all equal for match.all
+    _same(MATCH, "match", (2, 1, 1), (64, 1, 1), [np.zeros(5 * 128, np.uint32), x], b"",
+          monkeypatch, count_slack=int(np.count_nonzero(x & 8)))

@@ -136,6 +136,49 @@ done:
 }
 """
 
+_WARP_EQUAL = """
+define internal i64 @warp_equal(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
+entry:
+  %lane = and i32 %lin, 31
+  %wb = sub i32 %lin, %lane
+  %rest = sub i32 %tpb, %wb
+  %short = icmp ult i32 %rest, 32
+  %ws = select i1 %short, i32 %rest, i32 32
+  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  %mvp = getelementptr i64, ptr %snap, i32 %lin
+  %mv = load i64, ptr %mvp
+  br label %loop
+loop:
+  %l = phi i32 [0, %entry], [%l1, %body]
+  %pres = phi i64 [0, %entry], [%pres2, %body]
+  %eq = phi i64 [0, %entry], [%eq2, %body]
+  %more = icmp ult i32 %l, %ws
+  br i1 %more, label %body, label %done
+body:
+  %i = add i32 %wb, %l
+  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %same = icmp eq i32 %s, %my
+  %l64 = zext i32 %l to i64
+  %bit = shl i64 1, %l64
+  %vp = getelementptr i64, ptr %snap, i32 %i
+  %v = load i64, ptr %vp
+  %ve = icmp eq i64 %v, %mv
+  %t = and i1 %same, %ve
+  %pb = select i1 %same, i64 %bit, i64 0
+  %eb = select i1 %t, i64 %bit, i64 0
+  %pres2 = or i64 %pres, %pb
+  %eq2 = or i64 %eq, %eb
+  %l1 = add i32 %l, 1
+  br label %loop
+done:
+  %hi = shl i64 %pres, 32
+  %r = or i64 %hi, %eq
+  ret i64 %r
+}
+"""
+
 _BLOCK_COUNT = """
 define internal i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
@@ -378,4 +421,5 @@ def launch_ir() -> str:
     the engine's)."""
     return (_WINDOW_PTR.format(name="shared_ptr", bias=0)
             + _WINDOW_PTR.format(name="local_ptr", bias=LOCAL_STACK_BASE)
-            + _GENERIC + _WARP_BITS + _BLOCK_COUNT + _WARP_YIELDS + _LOOP)
+            + _GENERIC + _WARP_BITS + _WARP_EQUAL + _BLOCK_COUNT + _WARP_YIELDS
+            + _LOOP)

@@ -176,6 +176,63 @@ class WarpLowering(Values):
                   f"  {present} = trunc i64 {both} to i32")
         self.write(instr.operands[0], "b32", present)
 
+    def op_match(self, instr: nodes.Instruction) -> None:
+        """``match.{any,all}.sync``: the lanes of the warp at the instruction
+        holding the same value (``.all``: all of them or none, and ``p``)."""
+        mods = instr.modifiers
+        modes = [m for m in mods if m in ("any", "all")]
+        types = [m for m in mods if m in ("b32", "b64")]
+        if "sync" not in mods or len(modes) != 1 or len(types) != 1 or len(mods) != 3 \
+                or len(instr.operands) != 3 or instr.guard is not None:
+            raise self.fail(f"only unguarded match.sync.{{any,all}}.b32/.b64 ({mods})")
+        d, a, mask = instr.operands
+        bits = 32 if types[0] == "b32" else 64
+        self.publish(self.read(a, types[0]), bits)
+        self.suspend(warp=True, exchange=True)
+        m = self.read(mask, "u32")
+        both, eq, hi, present = (self.new() for _ in range(4))
+        self.emit(f"{both} = call i64 @warp_equal(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)\n"
+                  f"  {eq} = trunc i64 {both} to i32\n  {hi} = lshr i64 {both}, 32\n"
+                  f"  {present} = trunc i64 {hi} to i32")
+        out = self.new()
+        if modes[0] == "any":
+            self.emit(f"{out} = and i32 {eq}, {m}")
+            if isinstance(d, nodes.PredicatePair):
+                raise self.fail("match.any with a predicate")
+            self.write(d, "b32", out)
+            return
+        same, pm = self.new(), self.new()
+        self.emit(f"{same} = icmp eq i32 {eq}, {present}\n  {pm} = and i32 {present}, {m}\n"
+                  f"  {out} = select i1 {same}, i32 {pm}, i32 0")
+        if isinstance(d, nodes.PredicatePair):
+            self.write(d.first, "b32", out)
+            self.write(d.second, "pred", same)
+        else:
+            self.write(d, "b32", out)
+
+    def op_elect(self, instr: nodes.Instruction) -> None:
+        """``elect.sync d|p, mask``: the lowest lane of the mask at the instruction."""
+        ops = instr.operands
+        if list(instr.modifiers) != ["sync"] or len(ops) != 2 \
+                or not isinstance(ops[0], nodes.PredicatePair) or instr.guard is not None:
+            raise self.fail("only unguarded elect.sync d|p, mask")
+        self.read(ops[1], "u32")
+        self.publish("0", 64)
+        self.suspend(warp=True, exchange=True)
+        m = self.read(ops[1], "u32")
+        lane, _ = self._lane()
+        both, present, pm, low, none, leader, me, nz, p = (self.new() for _ in range(9))
+        self.intrinsics.add("declare i32 @llvm.cttz.i32(i32, i1)")
+        self.emit(f"{both} = call i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)\n"
+                  f"  {present} = trunc i64 {both} to i32\n  {pm} = and i32 {present}, {m}\n"
+                  f"  {low} = call i32 @llvm.cttz.i32(i32 {pm}, i1 false)\n"
+                  f"  {none} = icmp eq i32 {pm}, 0\n"
+                  f"  {leader} = select i1 {none}, i32 0, i32 {low}\n"
+                  f"  {me} = icmp eq i32 {lane}, {leader}\n  {nz} = xor i1 {none}, true\n"
+                  f"  {p} = and i1 {me}, {nz}")
+        self.write(ops[0].first, "b32", leader)
+        self.write(ops[0].second, "pred", p)
+
 
 _REDUX_INIT = {"add": 0, "min": 0, "max": 0, "and": -1, "or": 0, "xor": 0}
 _REDUX_START = {"add": 0, "umin": -1, "smin": 0x7FFFFFFF, "umax": 0, "smax": -0x80000000,
