@@ -126,14 +126,12 @@ def test_loop_carried_reduction_is_bit_identical(monkeypatch):
           struct.pack("<ii", 70, 33), monkeypatch)
 
 
-def test_barrier_kernel_falls_back_with_the_reason(monkeypatch):
-    ptx = nvrtc_compile(BARRIER, "k.cu", "compute_75", ())
+def test_barrier_kernel_runs_compiled(monkeypatch):
+    """Barriers and shared memory are covered now (tests/test_cpu_jit_blocks.py)."""
     src = np.arange(64, dtype=np.int32)
-    outs, _, note = _launch("jit", ptx, "rev", (1, 1, 1), (64, 1, 1),
-                            [np.zeros(64, np.int32), src], b"", monkeypatch)
-    assert note.startswith("interpreter: ")
-    assert "shared variable" in note or "bar" in note
-    assert np.array_equal(outs[0], src[::-1])
+    out = _same(BARRIER, "rev", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32), src], b"",
+                monkeypatch)
+    assert np.array_equal(out[0], src[::-1])
 
 
 def test_illegal_address_is_the_interpreters_error(monkeypatch):
@@ -263,13 +261,24 @@ def test_global_atomic_add_is_identical(monkeypatch):
     assert np.array_equal(out[0][:8], np.bincount(x & 7, minlength=8))
 
 
-def test_other_atomics_fall_back_with_the_reason(monkeypatch):
-    ptx = nvrtc_compile(COUNT.replace("atomicAdd(&bins[x[i] & 7], 1u)",
-                                      "atomicMax(&bins[x[i] & 7], 1u)"), "k.cu", "compute_75", ())
-    _, _, note = _launch("jit", ptx, "count", (1, 1, 1), (32, 1, 1),
-                         [np.zeros(9, np.uint32), np.zeros(32, np.uint32),
-                          np.arange(32, dtype=np.int32)], struct.pack("<i", 32), monkeypatch)
-    assert note.startswith("interpreter: ") and "max" in note
+HALF_ATOMIC = r"""
+extern "C" __global__ void half(unsigned short* h, unsigned short* old)
+{
+    unsigned short o;
+    asm volatile("atom.global.add.noftz.f16 %0, [%1], %2;"
+                 : "=h"(o) : "l"(h), "h"((unsigned short)0x3c00));
+    old[threadIdx.x] = o;
+}
+"""
+
+
+def test_atomics_the_jit_does_not_cover_fall_back_with_the_reason(monkeypatch):
+    ptx = nvrtc_compile(HALF_ATOMIC, "k.cu", "compute_75", ())
+    outs, _, note = _launch("jit", ptx, "half", (1, 1, 1), (32, 1, 1),
+                            [np.zeros(1, np.uint16), np.zeros(32, np.uint16)], b"",
+                            monkeypatch)
+    assert note.startswith("interpreter: ") and "atom" in note
+    assert outs[0][0] == np.float16(32).view(np.uint16)
 
 
 SETP_BOOL = r"""

@@ -1,13 +1,16 @@
 """Memory instructions of the JIT's lowering: ``ld.param`` of kernel
-parameters by name, ``ld``/``st`` global and generic (scalars and vectors),
-``atom.add`` on integers.  Each global or generic access calls ``@resolve``
-(:mod:`.engine`), which gives the bytes or stops the launch with the
-interpreter's error."""
+parameters by name, ``ld``/``st`` global, shared, local and generic (scalars
+and vectors), ``atom``/``red``.  A global access calls ``@resolve``, a shared
+or local one ``@shared_ptr``/``@local_ptr`` (the block's shared window, the
+thread's frame), a generic one ``@generic_ptr``, which picks one of them by
+the interpreter's address windows (:mod:`.blocks`); each gives the bytes or
+stops the launch with the interpreter's error."""
 
 from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
+from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .values import (
     ACCESS_ATOMIC,
     ACCESS_READ,
@@ -15,7 +18,9 @@ from .values import (
     BITS,
     GENERIC,
     GLOBAL,
+    LOCAL,
     QUALIFIERS,
+    SHARED,
     Values,
     llvm_type,
     split_type,
@@ -36,6 +41,10 @@ class MemoryLowering(Values):
         for m in mods:
             if m == "global":
                 space = GLOBAL
+            elif m in ("shared", "shared::cta"):
+                space = SHARED
+            elif m == "local":
+                space = LOCAL
             elif m in ("v2", "v4"):
                 count = int(m[1])
             elif m in QUALIFIERS or m.startswith("L1::") or m.startswith("L2::"):
@@ -47,19 +56,35 @@ class MemoryLowering(Values):
     def address(self, operand: nodes.Operand, width: int, space: int, access: int) -> str:
         if not isinstance(operand, nodes.Address):
             raise self.fail("address operand")
-        if isinstance(operand.base, nodes.Register):
-            base = self.read(operand.base, "u64")
+        if isinstance(operand.base, nodes.Register) or (
+                isinstance(operand.base, nodes.Symbol) and self.is_register(operand.base.name)):
+            base = self.read(nodes.Register(operand.base.name), "u64")
+        elif isinstance(operand.base, nodes.Symbol):
+            base = self.symbol_address(operand.base.name, 0)
+            if space == GENERIC:  # the variable's generic address, as the decoder gives it
+                window = LOCAL_WINDOW if self.is_local(operand.base.name) else SHARED_WINDOW
+                out = self.new()
+                self.emit(f"{out} = add i64 {base}, {window}")
+                base = out
         elif operand.base is None:
             base = "0"
         else:
-            raise self.fail(f"address of symbol {operand.base}")
+            raise self.fail(f"address of {operand.base}")
         addr = self.new()
         self.emit(f"{addr} = add i64 {base}, {operand.offset}")
         ptr = self.new()
-        self.sites += 1
-        self.emit(f"{ptr} = call ptr @resolve(ptr %ctx, i64 {self.sites - 1}, i64 {addr}, "
-                  f"i64 {width}, "
-                  f"i32 {space * 4 + access}, i32 {self.instr.line if self.instr else 0})")
+        tail = (f"i64 {addr}, i64 {width}, i32 {space * 4 + access}, "
+                f"i32 {self.instr.line if self.instr else 0}")
+        if space == SHARED:
+            self.emit(f"{ptr} = call ptr @shared_ptr(ptr %ctx, ptr %shared, i64 %sstride, {tail})")
+        elif space == LOCAL:
+            self.emit(f"{ptr} = call ptr @local_ptr(ptr %ctx, ptr %local, i64 %lstride, {tail})")
+        else:
+            self.sites += 1
+            call = "resolve" if space == GLOBAL else "generic_ptr"
+            extra = (", ptr %shared, i64 %sstride, ptr %local, i64 %lstride"
+                     if space == GENERIC else "")
+            self.emit(f"{ptr} = call ptr @{call}(ptr %ctx, i64 {self.sites - 1}, {tail}{extra})")
         bad = self.new()
         self.emit(f"{bad} = icmp eq ptr {ptr}, null")
         self.tmp += 1
@@ -67,6 +92,9 @@ class MemoryLowering(Values):
         self.emit(f"br i1 {bad}, label %fault, label %{ok}")
         self.lines.append(f"{ok}:")
         return ptr
+
+    def is_local(self, name: str) -> bool:
+        return any(("local", name) in scope for scope in self.scopes)
 
     def element(self, ptr: str, k: int, size: int) -> str:
         if k == 0:
@@ -118,33 +146,94 @@ class MemoryLowering(Values):
         for k, v in enumerate(values):
             self.emit(f"store {llvm_type(t)} {v}, ptr {self.element(ptr, k, size)}, align 1")
 
-    def _atomic_add(self, instr: nodes.Instruction, dest: nodes.Operand | None,
-                    a: nodes.Operand, b: nodes.Operand) -> None:
-        """Integer add: threads run one after another, so a plain load, add
-        and store is exact.  The final memory is the interpreter's; the old
-        values returned are too unless a thread makes several atomics (the
-        interpreter runs each instruction for all lanes, in lane order)."""
-        space, count, t, rest = self._memory(instr)
-        if rest != ["add"] or count != 1 or t not in ("u32", "s32", "u64"):
-            raise self.fail(f"only integer {instr.op}.add ({rest})")
-        vb = self.read(b, t)
+    def _atomic(self, instr: nodes.Instruction, dest: nodes.Operand | None,
+                a: nodes.Operand, srcs: list[nodes.Operand], op: str, t: str,
+                space: int) -> None:
+        """One thread's atomic: threads run one after another, so a plain
+        load, update and store is exact.  The update is the interpreter's
+        (:func:`gpusafe.cpu.atomics.update_fn`); the final memory and the old
+        values are the interpreter's whenever its lane order is the JIT's
+        thread order for that address (each thread's atomics on an address
+        in one instruction between barriers), and a float sum may round
+        otherwise."""
+        lt = llvm_type(t)
+        vals = [self.read(x, t) for x in srcs]
         ptr = self.address(a, BITS[t] // 8, space, ACCESS_ATOMIC)
         old = self.new()
-        self.emit(f"{old} = load {llvm_type(t)}, ptr {ptr}, align 1")
+        self.emit(f"{old} = load {lt}, ptr {ptr}, align 1")
         new = self.new()
-        self.emit(f"{new} = add {llvm_type(t)} {old}, {vb}")
-        self.emit(f"store {llvm_type(t)} {new}, ptr {ptr}, align 1")
+        v = vals[-1]
+        signed = t.startswith("s")
+        if op == "add":
+            self.emit(f"{new} = {'fadd' if t in ('f32', 'f64') else 'add'} {lt} {old}, {v}")
+        elif op in ("and", "or", "xor"):
+            self.emit(f"{new} = {op} {lt} {old}, {v}")
+        elif op in ("min", "max"):
+            fn = f"llvm.{'s' if signed else 'u'}{op}.{lt}"
+            self.intrinsics.add(f"declare {lt} @{fn}({lt}, {lt})")
+            self.emit(f"{new} = call {lt} @{fn}({lt} {old}, {lt} {v})")
+        elif op == "exch":
+            new = v
+        elif op == "cas":
+            eq = self.new()
+            self.emit(f"{eq} = icmp eq {lt} {old}, {vals[0]}")
+            self.emit(f"{new} = select i1 {eq}, {lt} {v}, {lt} {old}")
+        elif op == "inc":  # old >= limit ? 0 : old + 1, unsigned
+            top, plus = self.new(), self.new()
+            self.emit(f"{top} = icmp uge {lt} {old}, {v}\n  {plus} = add {lt} {old}, 1")
+            self.emit(f"{new} = select i1 {top}, {lt} 0, {lt} {plus}")
+        else:  # dec: old == 0 or old > limit ? limit : old - 1, unsigned
+            zero, above, wrap, minus = self.new(), self.new(), self.new(), self.new()
+            self.emit(f"{zero} = icmp eq {lt} {old}, 0\n  {above} = icmp ugt {lt} {old}, {v}\n"
+                      f"  {wrap} = or i1 {zero}, {above}\n  {minus} = sub {lt} {old}, 1")
+            self.emit(f"{new} = select i1 {wrap}, {lt} {v}, {lt} {minus}")
+        self.emit(f"store {lt} {new}, ptr {ptr}, align 1")
         if dest is not None:
             self.write(dest, t, old)
 
+    def _atomic_form(self, instr: nodes.Instruction) -> tuple[str, str, int]:
+        """(operation, type, space) of an ``atom``/``red``; refuses the rest.
+        Memory-order and scope qualifiers change nothing when threads run one
+        after another; a thread spinning on an atomic for another thread's
+        write would never end (the interpreter yields to it): such a kernel
+        needs the interpreter, and a launch with a timeout gets it."""
+        mods, t = split_type(instr)
+        space = GENERIC
+        ops = []
+        for m in mods:
+            if m == "global":
+                space = GLOBAL
+            elif m in ("shared", "shared::cta"):
+                space = SHARED
+            elif m in _ATOMIC_OPS:
+                ops.append(m)
+            elif m not in _ATOMIC_QUALIFIERS:
+                raise self.fail(f"modifier .{m}")
+        if len(ops) != 1:
+            raise self.fail(f"atomic operation {ops}")
+        op = ops[0]
+        floats = t in ("f32", "f64")
+        if t == "pred" or BITS[t] < 32 or (floats and op != "add") \
+                or (op in ("inc", "dec") and t != "u32"):
+            raise self.fail(f".{op}.{t}")
+        return op, t, space
+
     def op_atom(self, instr: nodes.Instruction) -> None:
-        if len(instr.operands) != 3:
+        op, t, space = self._atomic_form(instr)
+        want = 4 if op == "cas" else 3
+        if len(instr.operands) != want:
             raise self.fail("form")
-        d, a, b = instr.operands
-        self._atomic_add(instr, d, a, b)
+        d, a, *srcs = instr.operands
+        self._atomic(instr, d, a, srcs, op, t, space)
 
     def op_red(self, instr: nodes.Instruction) -> None:
-        if len(instr.operands) != 2:
+        op, t, space = self._atomic_form(instr)
+        if op == "cas" or len(instr.operands) != 2:
             raise self.fail("form")
         a, b = instr.operands
-        self._atomic_add(instr, None, a, b)
+        self._atomic(instr, None, a, [b], op, t, space)
+
+
+_ATOMIC_OPS = {"add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"}
+_ATOMIC_QUALIFIERS = {"relaxed", "acquire", "release", "acq_rel", "sys", "gpu", "cta",
+                      "cluster", "noftz"}

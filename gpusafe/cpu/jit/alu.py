@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
+from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
+
+_WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
+            "local": LOCAL_WINDOW}
 
 
 class AluLowering(Values):
@@ -21,11 +25,22 @@ class AluLowering(Values):
         self.write(d, t, self.read(s, t))
 
     def op_cvta(self, instr: nodes.Instruction) -> None:
+        """Adds (``cvta``) or takes off (``cvta.to``) the interpreter's generic
+        window of the state space, truncated to the destination's size."""
         mods, t = split_type(instr)
-        if mods not in (["to", "global"], ["global"]) or t not in ("u64", "b64", "s64"):
-            raise self.fail("only cvta(.to).global.u64")
+        to = "to" in mods
+        spaces = [m for m in mods if m != "to"]
+        if len(spaces) != 1 or spaces[0] not in _WINDOWS or BITS.get(t) not in (32, 64) \
+                or t.startswith("f"):
+            raise self.fail(f"cvta modifiers {mods}")
         d, s = instr.operands
-        self.write(d, t, self.read(s, t))
+        v = self.read(s, "u64")
+        window = _WINDOWS[spaces[0]]
+        if window:
+            out = self.new()
+            self.emit(f"{out} = {'sub' if to else 'add'} i64 {v}, {window}")
+            v = out
+        self.write(d, f"u{BITS[t]}", self.adapt(v, 64, BITS[t], False))
 
     def _arith_int(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
         if mods:
@@ -333,3 +348,31 @@ class AluLowering(Values):
 
     def op_rem(self, instr: nodes.Instruction) -> None:
         self._divide(instr, rem=True)
+
+    def op_shf(self, instr: nodes.Instruction) -> None:
+        """Funnel shift of ``b:a`` by ``c`` (``.wrap``: mod 32, ``.clamp``: at most
+        32), the interpreter's 64-bit formulation."""
+        mods, t = split_type(instr)
+        direction = [m for m in mods if m in ("l", "r")]
+        mode = [m for m in mods if m in ("wrap", "clamp")]
+        if t != "b32" or len(direction) != 1 or len(mode) != 1 or len(mods) != 2:
+            raise self.fail(f"modifiers {mods}")
+        d, a, b, c = instr.operands
+        va, vb, vc = self.read(a, "b32"), self.read(b, "b32"), self.read(c, "u32")
+        lo, hi, v, n = (self.new() for _ in range(4))
+        self.emit(f"{lo} = zext i32 {va} to i64\n  {hi} = zext i32 {vb} to i64")
+        hs = self.new()
+        self.emit(f"{hs} = shl i64 {hi}, 32\n  {v} = or i64 {hs}, {lo}")
+        if mode[0] == "clamp":
+            self.intrinsics.add("declare i32 @llvm.umin.i32(i32, i32)")
+            self.emit(f"{n} = call i32 @llvm.umin.i32(i32 {vc}, i32 32)")
+        else:
+            self.emit(f"{n} = and i32 {vc}, 31")
+        sh, out = self.new(), self.new()
+        self.emit(f"{sh} = zext i32 {n} to i64")
+        if direction[0] == "l":
+            moved = self.new()
+            self.emit(f"{moved} = shl i64 {v}, {sh}\n  {out} = lshr i64 {moved}, 32")
+        else:
+            self.emit(f"{out} = lshr i64 {v}, {sh}")
+        self.write(d, "b32", self.adapt(out, 64, 32, False))

@@ -1,17 +1,17 @@
 """Compile a lowered kernel with llvmlite's MCJIT and run a whole launch in one call.
 
-The compiled ``@kernel`` loops over every block and thread of the grid in
-order (block z, y, x, then thread z, y, x) and calls ``@thread`` for each:
-threads run one after another, to completion, which is a valid schedule for
-a kernel with no barrier, no warp-synchronous operation and no atomics other
-than ``atom.add`` (the lowering refuses the rest).
+The compiled ``@kernel`` (:mod:`.blocks`) runs the grid block by block; in
+a block, each thread runs alone up to its next barrier or warp-synchronous
+instruction (:mod:`.regions`, :mod:`.warps`), then the next thread, in
+rounds until every thread has finished.
 
-Global and generic accesses call ``@resolve``: a binary search of the arena's
-segment table (start, end, bytes) built at the launch.  Anything the table
-does not answer (a misaligned address, an address outside every segment with
-bytes, a generic address in a shared/local/param window) calls back into
-Python, which gives the bytes or records the error the interpreter would
-raise (same class, same message) and makes the compiled code stop.
+Global accesses call ``@resolve``: a binary search of the arena's segment
+table (start, end, bytes) built at the launch.  Anything the table does not
+answer (a misaligned address, an address outside every segment with bytes,
+a generic address in the param window) and any bad shared or local access
+calls back into Python, which gives the bytes or records the error the
+interpreter would raise (same class, same message) and makes the compiled
+code stop.
 
 Compiled kernels are cached by the SHA-256 of the kernel's PTX text and of
 this package's source, so an edit of the compiler never reuses old code.
@@ -32,11 +32,13 @@ import numpy as np
 from gpusafe_instrument import nodes
 from gpusafe_instrument.kinds import AccessKind
 
-from ..errors import DeviceError, IllegalAddress, MisalignedAddress, UnsupportedInstruction
+from ..errors import DeviceError, IllegalAddress, MisalignedAddress
 from ..frames import Launch
-from ..memory import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, plain_segments
+from ..memory import PARAM_WINDOW, WINDOW_SIZE, plain_segments
+from ..special_registers import uniform_value
+from .blocks import CTX_SLOTS, launch_ir
 from .lower import lower_kernel
-from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported
+from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, LOCAL, SHARED, Unsupported
 
 _RESOLVE = """
 define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
@@ -167,34 +169,6 @@ _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, cty
 _ACCESS = {ACCESS_READ: AccessKind.READ, 1: AccessKind.WRITE, ACCESS_ATOMIC: AccessKind.ATOMIC}
 
 
-def _grid_loop() -> str:
-    """``@kernel``: every block and thread of the grid, in order, one ``@thread`` each."""
-    names = ["cz", "cy", "cx", "tz", "ty", "tx"]
-    bounds = ["%gz", "%gy", "%gx", "%bz", "%by", "%bx"]
-    out = ["define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count, "
-           "i32 %gx, i32 %gy, i32 %gz, "
-           "i32 %bx, i32 %by, i32 %bz) {", "entry:"]
-    out += [f"  %a_{v} = alloca i32" for v in names]
-    out.append("  br label %init_cz")
-    for k, v in enumerate(names):
-        outer_inc = f"%inc_{names[k - 1]}" if k else "%exit"
-        inner = f"%init_{names[k + 1]}" if k + 1 < len(names) else "%body"
-        out += [f"init_{v}:", f"  store i32 0, ptr %a_{v}", f"  br label %cond_{v}",
-                f"cond_{v}:", f"  %{v} = load i32, ptr %a_{v}",
-                f"  %c_{v} = icmp ult i32 %{v}, {bounds[k]}",
-                f"  br i1 %c_{v}, label {inner}, label {outer_inc}",
-                f"inc_{v}:", f"  %o_{v} = load i32, ptr %a_{v}", f"  %n_{v} = add i32 %o_{v}, 1",
-                f"  store i32 %n_{v}, ptr %a_{v}", f"  br label %cond_{v}"]
-    out += ["body:"] + [f"  %b_{v} = load i32, ptr %a_{v}" for v in names]
-    args = ", ".join(f"i32 {x}" for x in (
-        "%b_tx", "%b_ty", "%b_tz", "%bx", "%by", "%bz", "%b_cx", "%b_cy", "%b_cz",
-        "%gx", "%gy", "%gz"))
-    out += [f"  %st = call i32 @thread(ptr %params, ptr %ctx, ptr %count, {args})",
-            "  %bad = icmp ne i32 %st, 0", "  br i1 %bad, label %stop, label %inc_tx",
-            "stop:", "  ret i32 %st", "exit:", "  ret i32 0", "}"]
-    return "\n".join(out) + "\n"
-
-
 @dataclass
 class Compiled:
     """A kernel in machine code; ``engine`` keeps the code alive."""
@@ -203,6 +177,9 @@ class Compiled:
     run: Any
     compile_seconds: float
     sites: int  # global/generic access sites: one segment hint each
+    frame_slots: int = 0  # 8-byte slots per thread kept across barriers
+    shared_keys: tuple = ()  # shared variables whose offsets the launch supplies
+    local_size: int = 0  # bytes of the kernel's .local variables
 
 
 @dataclass
@@ -234,7 +211,13 @@ def _target_machine() -> Any:
     if not _TARGET:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        _TARGET.append(llvm.Target.from_default_triple().create_target_machine(opt=3))
+        # the host CPU: without its features llvm.fma is a call to libm's fmaf
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # llvmlite cannot tell on some hosts: generic code, slower
+            features = ""
+        _TARGET.append(llvm.Target.from_default_triple().create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=features, opt=3))
     return _TARGET[0]
 
 
@@ -265,13 +248,13 @@ def compile_function(function: nodes.Function) -> Compiled:
             raise hit
         return hit
     try:
-        ir, sites = lower_kernel(function)
+        lowered = lower_kernel(function)
     except Unsupported as e:
         _CACHE[key] = e
         raise
     start = time.perf_counter()
     tm = _target_machine()
-    module = llvm.parse_assembly(ir + _RESOLVE + _grid_loop())
+    module = llvm.parse_assembly(lowered.ir + _RESOLVE + launch_ir())
     module.verify()
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
     pb.getModulePassManager().run(module, pb)
@@ -281,7 +264,8 @@ def compile_function(function: nodes.Function) -> Compiled:
     seconds = time.perf_counter() - start
     STATS.compiled += 1
     STATS.compile_seconds += seconds
-    compiled = Compiled(engine, run, seconds, sites)
+    compiled = Compiled(engine, run, seconds, lowered.sites, lowered.frame_slots,
+                        lowered.shared_keys, lowered.local_size)
     _CACHE[key] = compiled
     return compiled
 
@@ -297,6 +281,8 @@ class _Access:
         try:
             return self._locate(addr, width, kind, line)
         except BaseException as e:  # noqa: BLE001 - re-raised after the compiled call returns
+            if isinstance(e, DeviceError) and e.ptx_line is None:
+                e.ptx_line = line  # as the interpreter's run_frame sets it
             self.error = e
             return 0
 
@@ -304,10 +290,10 @@ class _Access:
         space, access_code = divmod(kind, 4)
         access = _ACCESS[access_code]
         where = f"kernel {self.launch.kernel}: PTX line {line}"
-        if space == GENERIC and SHARED_WINDOW <= addr < PARAM_WINDOW + WINDOW_SIZE:
-            raise UnsupportedInstruction(self.launch.kernel, line, "generic access",
-                                         "a shared/local/param window address in the JIT engine "
-                                         "(set GPUSAFE_CPU_ENGINE=interpreter)")
+        if space in (SHARED, LOCAL):
+            self._window(where, "shared" if space == SHARED else "local", addr, width, access)
+        if space == GENERIC and PARAM_WINDOW <= addr < PARAM_WINDOW + WINDOW_SIZE:
+            return self._param(where, addr - PARAM_WINDOW, width, access)
         if addr % width:
             raise MisalignedAddress(
                 f"{where}: {access} of {width} bytes at misaligned global address {addr:#x}")
@@ -321,6 +307,80 @@ class _Access:
             raise err from None
         buf, offsets, _ = segs[0]
         return int(buf.ctypes.data) + int(offsets[0])
+
+    def _window(self, where: str, space: str, addr: int, width: int,
+                access: AccessKind) -> None:
+        """The interpreter's error for a bad shared or local access
+        (:func:`gpusafe.cpu.access.plan` and ``locate``)."""
+        if addr % width:
+            raise MisalignedAddress(
+                f"{where}: {access} of {width} bytes at misaligned {space} address {addr:#x}")
+        if space == "shared":
+            raise IllegalAddress(
+                f"{where}: {access} of {width} bytes at shared offset {addr:#x}: outside the "
+                f"block's shared memory ({self.launch.shared_window} bytes)")
+        raise IllegalAddress(f"{where}: {access} of {width} bytes at local address {addr:#x}: "
+                             "outside the thread's local memory")
+
+    def _param(self, where: str, offset: int, width: int, access: AccessKind) -> int:
+        """A generic pointer to the kernel parameters (``cvta.param``): read-only."""
+        if offset % width:
+            raise MisalignedAddress(f"{where}: {access} of {width} bytes at misaligned param "
+                                    f"address {offset:#x}")
+        kp = self.launch.kparams
+        if access != AccessKind.READ:
+            raise IllegalAddress(f"{where}: {access} to kernel parameter memory")
+        if offset > len(kp) - width:
+            raise IllegalAddress(f"{where}: read of {width} bytes past the kernel parameters "
+                                 f"at offset {offset}")
+        return int(kp.ctypes.data) + offset
+
+
+class _BlockBuffers:
+    """One block's shared window, its threads' frames, resume points and local
+    memory, and the offsets of the shared variables the kernel names, as
+    :mod:`.blocks` reads them from ``ctx``; sizes as the interpreter's
+    :class:`~gpusafe.cpu.frames.Chunk` has them."""
+
+    def __init__(self, launch: Launch, compiled: Compiled) -> None:
+        try:
+            offsets = [uniform_value(k[1], launch) if isinstance(k, tuple) and k[0] == "%special"
+                       else launch.shared_offsets[k] for k in compiled.shared_keys]
+        except KeyError as e:
+            raise Unsupported(f"{e.args[0]} is not a shared variable of the kernel "
+                              "(module .global/.const variables need the interpreter)") from None
+        if _align16(compiled.local_size) != launch.code.local_size:
+            raise Unsupported(f"the JIT's .local frame ({compiled.local_size} bytes) is not "
+                              f"the decoder's ({launch.code.local_size})")
+        tpb = launch.tpb
+        self.sstride = _align16(max(launch.shared_window, 16))
+        self.lstride = _align16(max(launch.code.local_size, 16))
+        self.fbytes = 8 * max(compiled.frame_slots, 1)
+        self.shared = np.zeros(self.sstride, np.uint8)
+        self.local = np.zeros(tpb * self.lstride, np.uint8)
+        self.frames = np.zeros(tpb * self.fbytes, np.uint8)
+        self.state = np.zeros(tpb, np.int32)
+        self.syms = np.array(offsets or [0], np.uint64)
+        self.pub = np.zeros(tpb, np.uint64)
+        self.snap = np.zeros(tpb, np.uint64)
+        self.sstate = np.zeros(tpb, np.int32)
+
+    def fill(self, ctx: np.ndarray) -> None:
+        ctx[6] = self.shared.ctypes.data
+        ctx[7] = self.sstride
+        ctx[8] = self.frames.ctypes.data
+        ctx[9] = self.fbytes
+        ctx[10] = self.state.ctypes.data
+        ctx[11] = self.local.ctypes.data
+        ctx[12] = self.lstride
+        ctx[13] = self.syms.ctypes.data
+        ctx[14] = self.pub.ctypes.data
+        ctx[15] = self.snap.ctypes.data
+        ctx[16] = self.sstate.ctypes.data
+
+
+def _align16(n: int) -> int:
+    return (n + 15) // 16 * 16
 
 
 def why_not(launch: Launch) -> str | None:
@@ -347,6 +407,7 @@ def run(launch: Launch) -> None:
         if reason is not None:
             raise Unsupported(reason)
         compiled = compile_function(launch.code.function)
+        blocks = _BlockBuffers(launch, compiled)
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))
         raise
@@ -358,7 +419,7 @@ def run(launch: Launch) -> None:
                     np.uint64)
     access = _Access(launch)
     slow = _SLOW(access.slow)
-    ctx = np.zeros(8, np.uint64)
+    ctx = np.zeros(CTX_SLOTS, np.uint64)
     ctx[0] = n
     ctx[1] = starts.ctypes.data
     ctx[2] = ends.ctypes.data
@@ -366,11 +427,12 @@ def run(launch: Launch) -> None:
     ctx[4] = ctypes.cast(slow, ctypes.c_void_p).value or 0
     hints = np.zeros(max(compiled.sites, 1), np.uint64)  # per site: last segment index + 1
     ctx[5] = hints.ctypes.data
+    blocks.fill(ctx)
     count = np.zeros(1, np.uint64)
     params = launch.kparams
     gx, gy, gz = launch.grid
     bx, by, bz = launch.block
-    keep = (table, starts, ends, ptrs, slow, params, hints)
+    keep = (table, starts, ends, ptrs, slow, params, hints, blocks)
     status = compiled.run(params.ctypes.data, ctx.ctypes.data, count.ctypes.data,
                           gx, gy, gz, bx, by, bz)
     del keep

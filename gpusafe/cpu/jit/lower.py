@@ -10,16 +10,20 @@ on the interpreter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpusafe_instrument import nodes
 
 from .access import MemoryLowering
 from .alu import AluLowering
+from .regions import BarrierLowering, live_at
 from .values import BITS, Unsupported
+from .warps import WarpLowering
 
-__all__ = ["Unsupported", "lower_kernel"]
+__all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
-class _Lowerer(AluLowering, MemoryLowering):
+class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------
@@ -40,11 +44,25 @@ class _Lowerer(AluLowering, MemoryLowering):
                 self.flatten(s.statements, out)
                 self.scopes.pop()
             elif isinstance(s, nodes.Variable):
-                raise Unsupported(f"{s.space} variable {s.name}", s.line)
+                self.variable(s)
             elif isinstance(s, (nodes.Loc, nodes.Pragma)):
                 continue
             else:
                 raise Unsupported(f"statement {type(s).__name__}", getattr(s, "line", None))
+
+    def variable(self, var: nodes.Variable) -> None:
+        """``.shared`` variables get their offset from the launch; ``.local``
+        ones a place in the thread's frame, in declaration order as the
+        interpreter's decoder lays them out."""
+        if var.space == ".shared":
+            self.scopes[-1][("shared", var.name)] = True
+        elif var.space == ".local" and var.size is not None:
+            align = var.align or var.element_size
+            offset = -(-self.local_size // align) * align
+            self.local_size = offset + var.size
+            self.scopes[-1][("local", var.name)] = offset
+        else:
+            raise Unsupported(f"{var.space} variable {var.name}", var.line)
 
     def lower(self) -> str:
         f = self.function
@@ -55,23 +73,31 @@ class _Lowerer(AluLowering, MemoryLowering):
                 raise Unsupported(f"kernel parameter type {p.type}", f.line)
         flat: list[tuple[nodes.Instruction, list]] = []
         self.flatten(f.body or [], flat)
+        self.flat_scopes = [scopes for _, scopes in flat]
         n = len(flat)
+        self.uses = [set() for _ in range(n + 1)]
+        self.defs = [set() for _ in range(n + 1)]
         for i, (instr, scopes) in enumerate(flat):
             self.scopes = scopes
             self.instr = instr
+            self.index = i
             self.lines.append(f"L{i}:")
             self.emit(f"%c{i} = load i64, ptr %cnt\n  %c{i}n = add i64 %c{i}, 1\n"
                       f"  store i64 %c{i}n, ptr %cnt")
             nxt = f"%L{i + 1}"
             if instr.op == "bra":
                 target = self.target(instr)
-                if instr.guard is None:
+                p = self.guard(instr.guard) if instr.guard is not None else None
+                if int(target[2:]) <= i:
+                    self.backward(int(target[2:]), p or "true", nxt if p else None)
+                elif p is None:
                     self.emit(f"br label {target}")
                 else:
-                    p = self.guard(instr.guard)
                     self.emit(f"br i1 {p}, label {target}, label {nxt}")
                 continue
-            if instr.guard is not None:
+            if instr.guard is not None and instr.op not in ("shfl", "vote", "redux"):
+                # a warp instruction takes its guard itself: predicated-off
+                # lanes still take part (:mod:`.warps`)
                 p = self.guard(instr.guard)
                 self.emit(f"br i1 {p}, label %G{i}, label {nxt}")
                 self.lines.append(f"G{i}:")
@@ -81,18 +107,68 @@ class _Lowerer(AluLowering, MemoryLowering):
             self.instruction(instr)
             self.emit(f"br label {nxt}")
         self.instr = None
+        self.index = n
         self.lines.append(f"L{n}:")
         self.emit("%cend = load i64, ptr %cnt\n  %cendn = add i64 %cend, 1\n"
                   "  store i64 %cendn, ptr %cnt\n  br label %done")
+        return self.assemble([instr for instr, _ in flat])
+
+    def assemble(self, flat: list[nodes.Instruction]) -> str:
+        """``@thread``: the entry switch on the resume point, the body with each
+        barrier's save of the registers live after it, and its restore."""
+        live = live_at(flat, self.live_points, self.uses, self.defs,
+                       lambda i: self.successors(flat, i))
+        saved = sorted({slot for regs in live for slot in regs}, key=lambda x: int(x[2:]))
+        self.frame_slots = len(saved)
+        place = {slot: k for k, slot in enumerate(saved)}
+        body = "\n".join(self.lines)
+        restores = []
+        cases = []
+        for k, (label, regs) in enumerate(zip(self.resume_labels, live, strict=True)):
+            save = []
+            load = [f"R{k}:"]
+            for slot in sorted(regs, key=lambda x: int(x[2:])):
+                w = self.widths[slot]
+                save.append(f"  %s{k}_{slot[1:]} = load i{w}, ptr {slot}\n"
+                            f"  %sp{k}_{slot[1:]} = getelementptr i64, ptr %frame, "
+                            f"i64 {place[slot]}\n"
+                            f"  store i{w} %s{k}_{slot[1:]}, ptr %sp{k}_{slot[1:]}")
+                load.append(f"  %rp{k}_{slot[1:]} = getelementptr i64, ptr %frame, "
+                            f"i64 {place[slot]}\n"
+                            f"  %r{k}_{slot[1:]} = load i{w}, ptr %rp{k}_{slot[1:]}\n"
+                            f"  store i{w} %r{k}_{slot[1:]}, ptr {slot}")
+            body = body.replace(f"  ;save {k}\n", "\n".join(save) + "\n" if save else "", 1)
+            load.append(f"  br label %{label}")
+            restores.append("\n".join(load))
+            cases.append(f"i32 {k + 1}, label %R{k}")
         head = ("define internal i32 @thread(ptr %params, ptr %ctx, ptr %count, "
-                + ", ".join(f"i32 %sr{k}" for k in range(12)) + ") {\nentry:\n"
+                + ", ".join(f"i32 %sr{k}" for k in range(12))
+                + ", ptr %frame, i32 %resume, ptr nonnull %shared, i64 %sstride, "
+                  "ptr nonnull %local, "
+                  "i64 %lstride, ptr %syms, i32 %lin, i32 %tpb, ptr %pub, ptr %snap, "
+                  "ptr %sstate) {\nentry:\n"
                 + "  %cnt = alloca i64\n  store i64 0, ptr %cnt\n"
-                + "\n".join(self.allocas) + "\n  br label %L0\n")
+                + "  %spin = alloca i32\n  store i32 0, ptr %spin\n"
+                + "\n".join(self.allocas)
+                + f"\n  switch i32 %resume, label %L0 [{' '.join(cases)}]\n")
         tail = ("done:\n  %cd = load i64, ptr %cnt\n  %co = load i64, ptr %count\n"
                 "  %cs = add i64 %co, %cd\n  store i64 %cs, ptr %count\n  ret i32 0\n"
                 "fault:\n  %cf = load i64, ptr %cnt\n  %cfo = load i64, ptr %count\n"
                 "  %cfs = add i64 %cfo, %cf\n  store i64 %cfs, ptr %count\n  ret i32 1\n}\n")
-        return head + "\n".join(self.lines) + "\n" + tail
+        return head + body + "\n" + "\n".join(restores) + "\n" + tail
+
+    def successors(self, flat: list[nodes.Instruction], i: int) -> list[int]:
+        """Where control may go after flat instruction ``i`` (``len(flat)``: the
+        implicit return)."""
+        instr = flat[i]
+        guarded = instr.guard is not None
+        if instr.op == "bra":
+            self.scopes = self.flat_scopes[i]
+            target = int(self.target(instr)[2:])
+            return [target, i + 1] if guarded else [target]
+        if instr.op in ("ret", "exit"):
+            return [i + 1] if guarded else []
+        return [i + 1]
 
     def target(self, instr: nodes.Instruction) -> str:
         ops = instr.operands
@@ -123,10 +199,23 @@ _FMA_DECLS = ("declare float @llvm.fma.f32(float, float, float)\n"
               "declare double @llvm.fma.f64(double, double, double)\n")
 
 
-def lower_kernel(function: nodes.Function) -> tuple[str, int]:
-    """The LLVM IR of ``@thread`` for ``function`` (needs ``@resolve`` from the
-    engine) and how many access sites it has (one segment hint each).  Raises
-    :class:`Unsupported` for anything outside the slice."""
+@dataclass(frozen=True)
+class Lowered:
+    """A kernel's IR and what a launch must supply to run it."""
+
+    ir: str  # ``@thread`` (needs ``@resolve`` and the block loop from the engine)
+    sites: int  # global/generic access sites: one segment hint each
+    frame_slots: int  # 8-byte slots per thread saved across barriers
+    shared_keys: tuple  # shared variables whose offsets ``%syms`` holds, in order
+    local_size: int  # bytes of the kernel's .local variables
+    barriers: int
+
+
+def lower_kernel(function: nodes.Function) -> Lowered:
+    """The LLVM IR of ``@thread`` for ``function`` and what running it needs.
+    Raises :class:`Unsupported` for anything outside the slice."""
     lowerer = _Lowerer(function)
     body = lowerer.lower()
-    return _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body, lowerer.sites
+    ir = _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
+    return Lowered(ir, lowerer.sites, lowerer.frame_slots, tuple(lowerer.shared_keys),
+                   lowerer.local_size, len(lowerer.barriers))

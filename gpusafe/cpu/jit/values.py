@@ -11,6 +11,9 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 from gpusafe_instrument.query import param_layout
 
+from ..memory import LOCAL_STACK_BASE
+from ..special_registers import NSMID
+
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
 QUALIFIERS = {"weak", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"}
@@ -27,8 +30,15 @@ FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "
          "num": "ord", "nan": "uno"}
 CANONICAL_NAN_F32 = 0x7FFFFFFF
 
+_LANE_SPECIALS = {"%laneid", "%warpid", "%smid", "%lanemask_eq", "%lanemask_lt",
+                  "%lanemask_le", "%lanemask_ge", "%lanemask_gt"}
+_UNIFORM_SPECIALS = {"%nwarpid", "%nsmid", "%dynamic_smem_size", "%total_smem_size",
+                     "%aggr_smem_size"}
+"""Special registers the lowering covers besides %tid/%ntid/%ctaid/%nctaid;
+the uniform ones are the launch's (:func:`gpusafe.cpu.special_registers.uniform_value`)."""
+
 ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
-GENERIC, GLOBAL = 0, 1
+GENERIC, GLOBAL, SHARED, LOCAL = 0, 1, 2, 3
 
 
 class Unsupported(Exception):
@@ -79,6 +89,17 @@ class Values:
         self.instr: nodes.Instruction | None = None
         self.intrinsics: set[str] = set()
         self.sites = 0  # accesses that call @resolve, each with its own segment hint
+        # per flat instruction: register slots read, and slots surely written (liveness)
+        self.index = 0
+        self.uses: list[set[str]] = [set()]
+        self.defs: list[set[str]] = [set()]
+        self.widths: dict[str, int] = {}  # register slot -> bits
+        self.shared_keys: list = []  # shared symbols, resolved to offsets at each launch
+        self.local_size = 0  # the kernel's .local frame, laid out as the interpreter does
+        self.barriers: list[int] = []  # flat index of each suspension point, in order
+        self.live_points: list[int] = []  # per suspension: the flat index whose live-in it saves
+        self.resume_labels: list[str] = []  # where each resumes
+        self.frame_slots = 0  # 8-byte slots of a thread's frame: registers live at a barrier
 
     # -- helpers --------------------------------------------------------------
 
@@ -98,6 +119,7 @@ class Values:
             raise Unsupported(f"registers of type .{t}", self.function.line)
         slot = f"%v{len(self.allocas)}"
         width = BITS[t]
+        self.widths[slot] = width
         self.allocas.append(f"  {slot} = alloca i{width}\n  store i{width} 0, ptr {slot}")
         self.scopes[-1][name] = (slot, width)
 
@@ -106,6 +128,77 @@ class Values:
             if name in scope:
                 return scope[name]
         raise self.fail(f"register {name}")
+
+    def special(self, name: str) -> str:
+        """An i32 special register the interpreter computes per lane from the
+        thread's place in the block (:mod:`gpusafe.cpu.special_registers`),
+        or per launch (those come through ``%syms``)."""
+        out = self.new()
+        if name in _UNIFORM_SPECIALS:
+            key = ("%special", name)
+            if key not in self.shared_keys:
+                self.shared_keys.append(key)
+            p, v = self.new(), self.new()
+            self.emit(f"{p} = getelementptr i64, ptr %syms, i64 {self.shared_keys.index(key)}\n"
+                      f"  {v} = load i64, ptr {p}\n  {out} = trunc i64 {v} to i32")
+            return out
+        if name == "%warpid":
+            self.emit(f"{out} = lshr i32 %lin, 5")
+            return out
+        if name == "%smid":  # the block's linear index modulo the SMs the device has
+            a, b, c, d = self.new(), self.new(), self.new(), self.new()
+            self.emit(f"{a} = mul i32 %sr8, %sr10\n  {b} = add i32 {a}, %sr7\n"
+                      f"  {c} = mul i32 {b}, %sr9\n  {d} = add i32 {c}, %sr6\n"
+                      f"  {out} = urem i32 {d}, {NSMID}")
+            return out
+        lane, eq = self.new(), self.new()
+        self.emit(f"{lane} = and i32 %lin, 31\n  {eq} = shl i32 1, {lane}")
+        if name == "%laneid":
+            return lane
+        if name == "%lanemask_eq":
+            return eq
+        le, lt = self.new(), self.new()
+        self.emit(f"{lt} = sub i32 {eq}, 1\n  {le} = or i32 {lt}, {eq}")
+        op = {"%lanemask_lt": f"add i32 {lt}, 0", "%lanemask_le": f"add i32 {le}, 0",
+              "%lanemask_ge": f"xor i32 {lt}, -1", "%lanemask_gt": f"xor i32 {le}, -1"}[name]
+        self.emit(f"{out} = {op}")
+        return out
+
+    def is_register(self, name: str) -> bool:
+        return any(name in scope for scope in self.scopes)
+
+    def symbol_address(self, name: str, offset: int) -> str:
+        """A variable's address in its own state space, as the interpreter gives
+        it: a ``.local`` variable's is its place in the frame above
+        :data:`LOCAL_STACK_BASE`; any other symbol is taken for a ``.shared``
+        variable, whose offset the launch supplies (``%syms``); a launch where
+        it is not one falls back (:func:`.engine.run`)."""
+        for scope in reversed(self.scopes):
+            local = scope.get(("local", name))
+            if local is not None:
+                return str(LOCAL_STACK_BASE + local + offset)
+        if name in self.kparams:
+            raise self.fail(f"address of the kernel parameter {name}")
+        key = self.shared_key(name)
+        if key not in self.shared_keys:
+            self.shared_keys.append(key)
+        p = self.new()
+        self.emit(f"{p} = getelementptr i64, ptr %syms, i64 {self.shared_keys.index(key)}")
+        v = self.new()
+        self.emit(f"{v} = load i64, ptr {p}")
+        if not offset:
+            return v
+        out = self.new()
+        self.emit(f"{out} = add i64 {v}, {offset}")
+        return out
+
+    def shared_key(self, name: str) -> object:
+        """The interpreter's key of a shared variable (``Launch.shared_offsets``):
+        (function, name) for one declared in the kernel, the name otherwise."""
+        for scope in self.scopes:
+            if ("shared", name) in scope:
+                return (self.function.name, name)
+        return name
 
     def adapt(self, value: str, have: int, want: int, signed: bool) -> str:
         if have == want:
@@ -134,9 +227,20 @@ class Values:
             return out
         if isinstance(operand, nodes.Immediate):
             return self.immediate(operand, t)
+        if isinstance(operand, (nodes.Symbol, nodes.SymbolOffset)):
+            if isinstance(operand, nodes.Symbol) and self.is_register(operand.name):
+                operand = nodes.Register(operand.name)  # inline-asm registers have no '%'
+            else:
+                offset = operand.offset if isinstance(operand, nodes.SymbolOffset) else 0
+                v = self.adapt(self.symbol_address(operand.name, offset), 64, width, False)
+                return self.to_type(v, t)
         if not isinstance(operand, nodes.Register):
             raise self.fail(f"operand {operand}")
         name = operand.name
+        if name in _LANE_SPECIALS or name in _UNIFORM_SPECIALS:
+            if t == "pred" or self.is_register(name):
+                raise self.fail(f"special register {name} as .{t}")
+            return self.to_type(self.adapt(self.special(name), 32, width, False), t)
         head, _, axis = name.partition(".")
         if head in SPECIAL and axis in AXES:
             if t == "pred":
@@ -146,6 +250,7 @@ class Values:
         slot, have = self.register(name)
         if (have == 1) != (t == "pred"):
             raise self.fail(f"register {name} used as .{t}")
+        self.uses[self.index].add(slot)
         v = self.new()
         self.emit(f"{v} = load i{have}, ptr {slot}")
         v = self.adapt(v, have, width, t.startswith("s"))
@@ -181,11 +286,15 @@ class Values:
     def write(self, operand: nodes.Operand, t: str, value: str) -> None:
         if isinstance(operand, nodes.Sink):
             return
+        if isinstance(operand, nodes.Symbol) and self.is_register(operand.name):
+            operand = nodes.Register(operand.name)  # inline-asm registers have no '%'
         if not isinstance(operand, nodes.Register):
             raise self.fail(f"destination {operand}")
         slot, have = self.register(operand.name)
         if (have == 1) != (t == "pred"):
             raise self.fail(f"register {operand.name} written as .{t}")
+        if self.instr is None or self.instr.guard is None:
+            self.defs[self.index].add(slot)
         if t in ("f32", "f64"):
             bits = self.new()
             self.emit(f"{bits} = bitcast {llvm_type(t)} {value} to {int_type(t)}")
