@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernels.specs import SPECS, KernelSpec
+from test_cpu_kernels import _numba_array
 from test_instrument_specs import _params, _place, _shrinkable
 
 from gpusafe.cpu import scheduler
@@ -161,6 +162,71 @@ def test_corpus_coverage_does_not_regress():
     for reason, n in reasons.most_common(12):
         print(f"  {n:4d}  {reason}")
     assert covered >= MIN_COVERED
+
+
+# ---------------------------------------------------------------------------
+# numba and LLVM kernels of the corpus
+
+
+def _arrays(rng) -> dict[str, tuple]:
+    """Per kernel: (module label, arguments, grid, block); arrays are buffers."""
+    f = rng.standard_normal(1000).astype(np.float32)
+    g = rng.standard_normal(1000).astype(np.float32)
+    m = rng.standard_normal((20, 33)).astype(np.float32)
+    vals = (np.arange(500) * 7919 % 1000).astype(np.int64)
+    return {
+        "numba_vec_add": ("numba:numba_vec_add[sm_75]", [np.zeros(1000, np.float32), f, g],
+                          (8, 1, 1), (128, 1, 1)),
+        "numba_vec_add_debug": ("numba:numba_vec_add[sm_75,debug]",
+                                [np.zeros(1000, np.float32), f, g], (8, 1, 1), (128, 1, 1)),
+        "numba_saxpy_2d": ("numba:numba_saxpy_2d[sm_75]",
+                           [np.zeros((20, 33), np.float32), m, m * 2, np.float32(1.5)],
+                           (3, 5, 1), (8, 8, 1)),
+        "llvm_saxpy": ("llvm:llvm_saxpy[sm_75]", [np.zeros(1000, np.float32), f, g,
+                                                  np.float32(2.0), np.int32(1000)],
+                       (4, 1, 1), (256, 1, 1)),
+        "llvm_atomic_count": ("llvm:llvm_atomic_count[sm_75]",
+                              [np.zeros(10, np.int32), vals, np.int64(500), np.int64(10)],
+                              (2, 1, 1), (256, 1, 1)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_arrays(np.random.default_rng(0))))
+def test_numba_and_llvm_kernels_are_identical_on_both_engines(case, monkeypatch):
+    label, args, grid, block = _arrays(np.random.default_rng(7))[case]
+    module = next(m for m in corpus_modules() if m.name == label)
+    (kernel,) = module.entries
+    reason = _lowers(module.ptx, kernel)
+    results = {}
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        notes = _spy(monkeypatch)
+        mem = DeviceMemory()
+        program = Program(module.ptx, mem)
+        raw, addrs = b"", []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                addrs.append(mem.alloc(a.nbytes))
+                mem.write(addrs[-1], a)
+                raw += _numba_array(a, addrs[-1]) if module.origin == "numba" else (
+                    addrs[-1].to_bytes(8, "little"))
+            else:
+                raw += np.asarray(a).tobytes()
+        info = program.kernels[kernel]
+        params = bytearray(info.param_size)
+        for layout in info.params:  # parameters in order, each its own size
+            params[layout.offset:layout.offset + layout.size] = raw[:layout.size]
+            raw = raw[layout.size:]
+        assert raw == b""
+        r = program.launch(kernel, grid, block, 0, bytes(params))
+        results[engine] = ([mem.read(a, b.nbytes) for a, b in
+                            zip(addrs, [x for x in args if isinstance(x, np.ndarray)],
+                                strict=True)], r.instructions, notes[0])
+    if reason is None:
+        assert results["jit"][2] == "jit"
+    else:
+        _assert_named_fallback(results["jit"][2])
+    assert results["jit"][:2] == results["interpreter"][:2]
 
 
 # ---------------------------------------------------------------------------
