@@ -14,7 +14,8 @@ Python, which gives the bytes or records the error the interpreter would
 raise (same class, same message) and makes the compiled code stop.
 
 Compiled kernels are cached by the SHA-256 of the kernel's PTX text and of
-this package's source, so an edit of the compiler never reuses old code.
+this package's source, so an edit of the compiler never reuses old code: in
+the process, and their object code on disk (:mod:`.cache`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gpusafe_instrument.kinds import AccessKind
 from ..errors import DeviceError, IllegalAddress, MisalignedAddress, UnsupportedInstruction
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, plain_segments
+from . import cache as jitcache
 from .lower import lower_kernel
 from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported
 
@@ -255,31 +257,36 @@ def _function_text(function: nodes.Function) -> str:
 
 
 def compile_function(function: nodes.Function) -> Compiled:
-    """Machine code for a kernel, from the cache when its PTX was compiled
-    before; raises :class:`Unsupported` (also cached) outside the slice."""
-    key = hashlib.sha256((_COMPILER_HASH + _function_text(function)).encode()).hexdigest()
+    """Machine code for a kernel, from this process's cache or the disk cache
+    (:mod:`.cache`) when its PTX was compiled before; raises
+    :class:`Unsupported` (cached in the process) outside the slice."""
+    text = _function_text(function)
+    key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
         STATS.hits += 1
         if isinstance(hit, Unsupported):
             raise hit
         return hit
-    try:
-        ir, sites = lower_kernel(function)
-    except Unsupported as e:
-        _CACHE[key] = e
-        raise
     start = time.perf_counter()
     tm = _target_machine()
-    module = llvm.parse_assembly(ir + _RESOLVE + _grid_loop())
-    module.verify()
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(module, pb)
-    engine = llvm.create_mcjit_compiler(module, tm)
-    engine.finalize_object()
+    disk_key = jitcache.entry_key(_COMPILER_HASH, text, tm.triple)
+    entry = jitcache.load(disk_key)
+    if entry is None:
+        try:
+            ir, sites = lower_kernel(function)
+        except Unsupported as e:
+            _CACHE[key] = e
+            raise
+        code = jitcache.object_code(ir + _RESOLVE + _grid_loop(), tm)
+        jitcache.store(disk_key, code, {"sites": sites})
+        STATS.compiled += 1
+    else:
+        code, meta = entry
+        sites = meta["sites"]
+    engine = jitcache.link(code, tm)
     run = _KERNEL(engine.get_function_address("kernel"))
     seconds = time.perf_counter() - start
-    STATS.compiled += 1
     STATS.compile_seconds += seconds
     compiled = Compiled(engine, run, seconds, sites)
     _CACHE[key] = compiled
