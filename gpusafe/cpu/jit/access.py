@@ -120,20 +120,19 @@ class MemoryLowering(Values):
 
     def _atomic_add(self, instr: nodes.Instruction, dest: nodes.Operand | None,
                     a: nodes.Operand, b: nodes.Operand) -> None:
-        """Integer add: threads run one after another, so a plain load, add
-        and store is exact.  The final memory is the interpreter's; the old
-        values returned are too unless a thread makes several atomics (the
-        interpreter runs each instruction for all lanes, in lane order)."""
+        """Integer add as an LLVM ``atomicrmw`` (relaxed, PTX's default
+        order): exact when blocks run on several OS threads (:mod:`.cores`).
+        The final memory is the interpreter's; the old values returned are
+        too unless a thread makes several atomics (the interpreter runs each
+        instruction for all lanes, in lane order)."""
         space, count, t, rest = self._memory(instr)
         if rest != ["add"] or count != 1 or t not in ("u32", "s32", "u64"):
             raise self.fail(f"only integer {instr.op}.add ({rest})")
         vb = self.read(b, t)
         ptr = self.address(a, BITS[t] // 8, space, ACCESS_ATOMIC)
         old = self.new()
-        self.emit(f"{old} = load {llvm_type(t)}, ptr {ptr}, align 1")
-        new = self.new()
-        self.emit(f"{new} = add {llvm_type(t)} {old}, {vb}")
-        self.emit(f"store {llvm_type(t)} {new}, ptr {ptr}, align 1")
+        self.emit(f"{old} = atomicrmw add ptr {ptr}, {llvm_type(t)} {vb} monotonic, "
+                  f"align {BITS[t] // 8}")
         if dest is not None:
             self.write(dest, t, old)
 
