@@ -37,6 +37,7 @@ from ..errors import DeviceError, IllegalAddress, MisalignedAddress, Unsupported
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, plain_segments
 from . import cache as jitcache
+from . import cores
 from .lower import lower_kernel
 from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, Unsupported
 
@@ -165,21 +166,30 @@ slow:
 _SLOW = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
                          ctypes.c_int32)
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                           *([ctypes.c_int32] * 6))
+                           *([ctypes.c_int32] * 8))
 _ACCESS = {ACCESS_READ: AccessKind.READ, 1: AccessKind.WRITE, ACCESS_ATOMIC: AccessKind.ATOMIC}
 
 
 def _grid_loop() -> str:
-    """``@kernel``: every block and thread of the grid, in order, one ``@thread`` each."""
-    names = ["cz", "cy", "cx", "tz", "ty", "tx"]
-    bounds = ["%gz", "%gy", "%gx", "%bz", "%by", "%bx"]
+    """``@kernel``: the blocks ``first <= b < last`` of the grid (linear index, x
+    fastest), every thread of each in order, one ``@thread`` each; a block
+    range lets several OS threads share a grid (:mod:`.cores`)."""
+    names = ["tz", "ty", "tx"]
+    bounds = ["%bz", "%by", "%bx"]
     out = ["define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count, "
-           "i32 %gx, i32 %gy, i32 %gz, "
-           "i32 %bx, i32 %by, i32 %bz) {", "entry:"]
+           "i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz, i32 %first, i32 %last) {",
+           "entry:", "  %a_b = alloca i32"]
     out += [f"  %a_{v} = alloca i32" for v in names]
-    out.append("  br label %init_cz")
+    out += ["  store i32 %first, ptr %a_b", "  br label %cond_b",
+            "cond_b:", "  %b = load i32, ptr %a_b", "  %c_b = icmp ult i32 %b, %last",
+            "  br i1 %c_b, label %block, label %exit",
+            "inc_b:", "  %o_b = load i32, ptr %a_b", "  %n_b = add i32 %o_b, 1",
+            "  store i32 %n_b, ptr %a_b", "  br label %cond_b",
+            "block:", "  %b_cx = urem i32 %b, %gx", "  %b_yz = udiv i32 %b, %gx",
+            "  %b_cy = urem i32 %b_yz, %gy", "  %b_cz = udiv i32 %b_yz, %gy",
+            "  br label %init_tz"]
     for k, v in enumerate(names):
-        outer_inc = f"%inc_{names[k - 1]}" if k else "%exit"
+        outer_inc = f"%inc_{names[k - 1]}" if k else "%inc_b"
         inner = f"%init_{names[k + 1]}" if k + 1 < len(names) else "%body"
         out += [f"init_{v}:", f"  store i32 0, ptr %a_{v}", f"  br label %cond_{v}",
                 f"cond_{v}:", f"  %{v} = load i32, ptr %a_{v}",
@@ -205,6 +215,7 @@ class Compiled:
     run: Any
     compile_seconds: float
     sites: int  # global/generic access sites: one segment hint each
+    parallel: bool = False  # blocks may run on several threads (see .cores)
 
 
 @dataclass
@@ -256,6 +267,25 @@ def _function_text(function: nodes.Function) -> str:
     return "\n".join(parts)
 
 
+def _atomics_are_atomic(function: nodes.Function, ir: str) -> bool:
+    """Whether every ``atom``/``red`` of the kernel became an LLVM atomic (an
+    ``atomicrmw`` or ``cmpxchg`` each, at least): then blocks on several
+    threads cannot lose an update.  A lowering that makes one a plain
+    load-op-store (exact when one thread runs at a time) keeps the kernel on
+    one thread."""
+    atomics = 0
+
+    def walk(statements: list) -> None:
+        nonlocal atomics
+        for s in statements:
+            if isinstance(s, nodes.Block):
+                walk(s.statements)
+            elif isinstance(s, nodes.Instruction) and s.op in ("atom", "red"):
+                atomics += 1
+    walk(function.body or [])
+    return ir.count(" atomicrmw ") + ir.count(" cmpxchg ") >= atomics
+
+
 def compile_function(function: nodes.Function) -> Compiled:
     """Machine code for a kernel, from this process's cache or the disk cache
     (:mod:`.cache`) when its PTX was compiled before; raises
@@ -278,17 +308,18 @@ def compile_function(function: nodes.Function) -> Compiled:
         except Unsupported as e:
             _CACHE[key] = e
             raise
+        parallel = _atomics_are_atomic(function, ir)
         code = jitcache.object_code(ir + _RESOLVE + _grid_loop(), tm)
-        jitcache.store(disk_key, code, {"sites": sites})
+        jitcache.store(disk_key, code, {"sites": sites, "parallel": parallel})
         STATS.compiled += 1
     else:
         code, meta = entry
-        sites = meta["sites"]
+        sites, parallel = meta["sites"], meta["parallel"]
     engine = jitcache.link(code, tm)
     run = _KERNEL(engine.get_function_address("kernel"))
     seconds = time.perf_counter() - start
     STATS.compile_seconds += seconds
-    compiled = Compiled(engine, run, seconds, sites)
+    compiled = Compiled(engine, run, seconds, sites, parallel)
     _CACHE[key] = compiled
     return compiled
 
@@ -299,6 +330,7 @@ class _Access:
     def __init__(self, launch: Launch) -> None:
         self.launch = launch
         self.error: BaseException | None = None
+        self.callback: Any = None  # the C callback of ``slow``, alive while code may call it
 
     def slow(self, addr: int, width: int, kind: int, line: int) -> int:
         try:
@@ -363,25 +395,30 @@ def run(launch: Launch) -> None:
     ends = np.array([e for _, e, _ in table] or [0], np.uint64)
     ptrs = np.array([b.ctypes.data if b is not None else 0 for _, _, b in table] or [0],
                     np.uint64)
-    access = _Access(launch)
-    slow = _SLOW(access.slow)
     ctx = np.zeros(8, np.uint64)
     ctx[0] = n
     ctx[1] = starts.ctypes.data
     ctx[2] = ends.ctypes.data
     ctx[3] = ptrs.ctypes.data
-    ctx[4] = ctypes.cast(slow, ctypes.c_void_p).value or 0
-    hints = np.zeros(max(compiled.sites, 1), np.uint64)  # per site: last segment index + 1
-    ctx[5] = hints.ctypes.data
-    count = np.zeros(1, np.uint64)
     params = launch.kparams
     gx, gy, gz = launch.grid
     bx, by, bz = launch.block
-    keep = (table, starts, ends, ptrs, slow, params, hints)
-    status = compiled.run(params.ctypes.data, ctx.ctypes.data, count.ctypes.data,
-                          gx, gy, gz, bx, by, bz)
+
+    def make_slow() -> tuple[_Access, int]:
+        access = _Access(launch)
+        access.callback = _SLOW(access.slow)
+        return access, ctypes.cast(access.callback, ctypes.c_void_p).value or 0
+
+    def call(own_ctx: np.ndarray, count: np.ndarray, first: int, last: int) -> int:
+        return compiled.run(params.ctypes.data, own_ctx.ctypes.data, count.ctypes.data,
+                            gx, gy, gz, bx, by, bz, first, last)
+
+    keep = (table, starts, ends, ptrs, params)
+    threads = cores.thread_count() if compiled.parallel else 1
+    status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz, threads,
+                                             make_slow)
     del keep
-    launch.count += int(count[0])
+    launch.count += count
     if status != 0:
         err = access.error
         if isinstance(err, DeviceError):
