@@ -38,6 +38,12 @@ extern "C" __global__ void faulty(unsigned int* out, const unsigned long long* w
 """
 
 
+@pytest.fixture(autouse=True)
+def small_ranges(monkeypatch):
+    """The tests' grids are small: split them anyway."""
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 1)
+
+
 def _mix(threads: int, monkeypatch) -> tuple[bytes, bytes, int, str]:
     monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
     monkeypatch.setenv("GPUSAFE_CPU_THREADS", str(threads))
@@ -131,10 +137,13 @@ def test_violation_records_are_one_threads(monkeypatch):
 def test_block_ranges_cover_the_grid_in_order():
     for blocks in (1, 2, 5, 64, 1000):
         for threads in (1, 2, 3, 16):
-            ranges = cores.block_ranges(blocks, threads)
-            assert ranges[0][0] == 0 and ranges[-1][1] == blocks
-            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
-            assert len(ranges) == (1 if threads == 1 else min(blocks, 4 * threads))
+            for tpb in (1, 256, 1024):
+                ranges = cores.block_ranges(blocks, threads, tpb)
+                assert ranges[0][0] == 0 and ranges[-1][1] == blocks
+                assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+                big = blocks * tpb // cores.MIN_RANGE_THREADS
+                want = 1 if threads == 1 else max(1, min(blocks, 4 * threads, big))
+                assert len(ranges) == want
 
 
 def test_the_thread_knob(monkeypatch):
@@ -152,3 +161,9 @@ def test_a_plain_atomic_keeps_the_kernel_on_one_thread():
     mix = next(f for f in program.module.functions if f.name == "mix")
     assert engine._atomics_are_atomic(mix, "  %r1 = atomicrmw add ptr %p, i32 1 monotonic")
     assert not engine._atomics_are_atomic(mix, "  %r1 = load i32, ptr %p")
+
+
+def test_a_small_grid_stays_on_one_thread(monkeypatch):
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 32768)
+    assert cores.block_ranges(64, 16, 256) == [(0, 64)]
+    assert len(cores.block_ranges(4096, 16, 256)) == 32

@@ -35,6 +35,10 @@ import numpy as np
 RANGES_PER_THREAD = 4
 """Block ranges per thread: blocks of uneven cost balance out across threads."""
 
+MIN_RANGE_THREADS = 32768
+"""GPU threads a range holds at least: handing a range to the pool costs tens of
+microseconds, what a few thousand compiled threads of a vector add take."""
+
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -52,10 +56,12 @@ def thread_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def block_ranges(blocks: int, threads: int) -> list[tuple[int, int]]:
-    """Contiguous [first, last) ranges covering ``blocks`` in order."""
-    pieces = 1 if threads <= 1 else min(blocks, threads * RANGES_PER_THREAD)
-    pieces = max(pieces, 1)
+def block_ranges(blocks: int, threads: int, block_threads: int = 1) -> list[tuple[int, int]]:
+    """Contiguous [first, last) ranges covering ``blocks`` in order, each of at
+    least :data:`MIN_RANGE_THREADS` GPU threads where the grid has that many."""
+    pieces = min(blocks, threads * RANGES_PER_THREAD,
+                 blocks * block_threads // MIN_RANGE_THREADS)
+    pieces = 1 if threads <= 1 else max(pieces, 1)
     edges = [blocks * k // pieces for k in range(pieces + 1)]
     return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a] or [(0, 0)]
 
@@ -68,7 +74,7 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 def run_ranges(call: Callable[[np.ndarray, np.ndarray, int, int], int],
-               ctx: np.ndarray, sites: int, blocks: int, threads: int,
+               ctx: np.ndarray, sites: int, blocks: int, block_threads: int, threads: int,
                make_slow: Callable[[], tuple[Any, int]]) -> tuple[int, int, Any]:
     """Run ``call(ctx, count, first, last)`` over block ranges; returns (status,
     instructions, the failing range's callback owner or None).
@@ -76,7 +82,7 @@ def run_ranges(call: Callable[[np.ndarray, np.ndarray, int, int], int],
     ``make_slow`` gives a fresh callback owner (its ``error`` read after a
     fault) and the address of its C callback, stored in ``ctx[4]``; ``ctx[5]``
     gets the range's own segment hints."""
-    ranges = block_ranges(blocks, threads)
+    ranges = block_ranges(blocks, threads, block_threads)
 
     def one(first: int, last: int) -> tuple[int, int, Any]:
         own = ctx.copy()

@@ -415,8 +415,8 @@ def run(launch: Launch) -> None:
 
     keep = (table, starts, ends, ptrs, params)
     threads = cores.thread_count() if compiled.parallel else 1
-    status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz, threads,
-                                             make_slow)
+    status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz,
+                                             launch.tpb, threads, make_slow)
     del keep
     launch.count += count
     if status != 0:
