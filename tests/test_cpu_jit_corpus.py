@@ -30,6 +30,7 @@ from test_cpu_kernels import _numba_array
 from test_instrument_specs import _params, _place, _shrinkable
 
 from gpusafe.cpu import scheduler
+from gpusafe.cpu.jit import cores
 from gpusafe.cpu.jit.lower import Unsupported, lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
@@ -42,6 +43,14 @@ VARIANTS = {"O3": (), "G": ("-G",)}
 
 MIN_COVERED = 253
 """Corpus entry kernels the JIT compiled when this was measured (of 878)."""
+
+
+@pytest.fixture(autouse=True)
+def blocks_on_threads(monkeypatch):
+    """The JIT runs with its blocks split over four threads, whatever the grid's
+    size: the multi-threaded path is what must give the interpreter's results."""
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", "4")
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 1)
 
 
 def _spy(monkeypatch) -> list[str]:
