@@ -1,10 +1,11 @@
-"""Compile a lowered kernel with llvmlite's MCJIT and run a whole launch in one call.
+"""Compile a lowered kernel with llvmlite's MCJIT and run a launch in compiled code.
 
-The compiled ``@kernel`` loops over every block and thread of the grid in
-order (block z, y, x, then thread z, y, x) and calls ``@thread`` for each:
-threads run one after another, to completion, which is a valid schedule for
-a kernel with no barrier, no warp-synchronous operation and no atomics other
-than ``atom.add`` (the lowering refuses the rest).
+The compiled ``@kernel`` loops over a range of blocks of the grid in order
+(block z, y, x, then thread z, y, x) and calls ``@thread`` for each: threads
+run one after another, to completion, which is a valid schedule for a kernel
+with no barrier, no warp-synchronous operation and no atomics other than
+``atom.add`` (the lowering refuses the rest).  Ranges of blocks run on
+several OS threads (:mod:`.cores`).
 
 Global and generic accesses call ``@resolve``: a binary search of the arena's
 segment table (start, end, bytes) built at the launch.  Anything the table
