@@ -39,6 +39,8 @@ from gpusafe_instrument import host
 from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import compile_kernel_file, corpus_modules, nvrtc_compile
 
+pytestmark = pytest.mark.slow  # about 105 s: the interpreter runs each kernel several times
+
 VARIANTS = {"O3": (), "G": ("-G",)}
 
 MIN_COVERED = 253
