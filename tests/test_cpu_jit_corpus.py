@@ -46,6 +46,9 @@ VARIANTS = {"O3": (), "G": ("-G",)}
 MIN_COVERED = 253
 """Corpus entry kernels the JIT compiled when this was measured (of 878)."""
 
+MIN_SPEC_CASES = 56
+"""Spec kernels (compute_75, -O3 and -G) the JIT compiled when measured (of 192)."""
+
 
 @pytest.fixture(autouse=True)
 def blocks_on_threads(monkeypatch):
@@ -172,7 +175,11 @@ def test_corpus_coverage_does_not_regress():
           f"{total - covered} fall back; most common reasons:")
     for reason, n in reasons.most_common(12):
         print(f"  {n:4d}  {reason}")
+    specs = sum(_lowers(compile_kernel_file(s.file, "compute_75", VARIANTS[v]), s.kernel) is None
+                for s, v in CASES)
+    print(f"spec cases (compute_75, -O3 and -G): {specs} of {len(CASES)} run on the JIT")
     assert covered >= MIN_COVERED
+    assert specs >= MIN_SPEC_CASES
 
 
 # ---------------------------------------------------------------------------
