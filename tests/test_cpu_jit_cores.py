@@ -192,3 +192,23 @@ def test_contended_atomics_lose_no_update(monkeypatch):
     mem.write(c, np.zeros(2, np.uint64))
     program.launch("hammer", (64, 1, 1), (32, 1, 1), 0, struct.pack("<Qi", c, 2000))
     assert np.frombuffer(mem.read(c, 16), np.uint64).tolist() == [64 * 32 * 2000, 0]
+
+
+def test_a_forked_child_runs_its_blocks_on_threads(monkeypatch):
+    """The child of a fork after a threaded launch gets a pool of its own."""
+    import multiprocessing
+
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", "4")
+    first = _mix(4, monkeypatch)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        child = pool.apply_async(_mix_in_child).get(timeout=60)
+    assert child == first[:3]
+
+
+def _mix_in_child() -> tuple:
+    mp = pytest.MonkeyPatch()
+    try:
+        return _mix(4, mp)[:3]
+    finally:
+        mp.undo()

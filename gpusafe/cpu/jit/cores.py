@@ -39,7 +39,9 @@ MIN_RANGE_THREADS = 32768
 """GPU threads a range holds at least: handing a range to the pool costs tens of
 microseconds, what a few thousand compiled threads of a vector add take."""
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+"""Pools by (process id, threads): a forked child inherits the parent's pool
+without its threads (and with its idle count), where a task would wait forever."""
 
 
 def thread_count() -> int:
@@ -67,9 +69,10 @@ def block_ranges(blocks: int, threads: int, block_threads: int = 1) -> list[tupl
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
-    pool = _POOLS.get(threads)
+    key = (os.getpid(), threads)
+    pool = _POOLS.get(key)
     if pool is None:
-        pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="gpusafe-jit")
+        pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="gpusafe-jit")
     return pool
 
 
