@@ -17,6 +17,9 @@ Each workload then runs again with ``GPUSAFE_CPU_ENGINE=jit``
 cached), the first launch in brackets (lowering and compiling included) and
 the warm time's ratio to numpy, checked against numpy too; a kernel the JIT
 does not cover says "fallback" and the reason is printed under the table.
+The last column is the scaling over cores: the warm launch with the blocks
+on one thread (``GPUSAFE_CPU_THREADS=1``) and its speed-up on all of them
+(``GPUSAFE_CPU_THREADS`` as set, default every CPU this process may use).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpusafe.cpu import driver as cuda
+from gpusafe.cpu.jit.cores import thread_count
 from gpusafe_testkit.corpus import nvrtc_compile
 
 KERNELS = r"""
@@ -116,6 +120,7 @@ class Row:
     jit_s: float | None = None  # warm (compiled code cached)
     jit_cold_s: float | None = None  # first launch: lowering and compiling included
     jit_note: str = ""  # why the JIT did not run it
+    jit_one_s: float | None = None  # warm, blocks on one thread (GPUSAFE_CPU_THREADS=1)
 
     @property
     def rate(self) -> float:
@@ -133,16 +138,23 @@ def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) 
     from gpusafe.cpu.jit.engine import STATS
     before = len(STATS.fallbacks)
     os.environ["GPUSAFE_CPU_ENGINE"] = "jit"
+    threads = os.environ.pop("GPUSAFE_CPU_THREADS", None)
     try:
         cold = launch()
-        warm = launch()
+        warm = min(launch(), launch())
+        verify()
+        os.environ["GPUSAFE_CPU_THREADS"] = "1"
+        one = min(launch(), launch())
         verify()
     finally:
         del os.environ["GPUSAFE_CPU_ENGINE"]
+        os.environ.pop("GPUSAFE_CPU_THREADS", None)
+        if threads is not None:
+            os.environ["GPUSAFE_CPU_THREADS"] = threads
     if len(STATS.fallbacks) > before:
         row.jit_note = STATS.fallbacks[-1][1]
     else:
-        row.jit_cold_s, row.jit_s = cold, warm
+        row.jit_cold_s, row.jit_s, row.jit_one_s = cold, warm, one
     return row
 
 
@@ -248,12 +260,15 @@ def bench_histogram(module, n: int) -> Row:
 
 def print_rows(rows: list[Row]) -> None:
     headers = ["workload", "threads", "thread-instr", "device time", "thread-instr/s",
-               "numpy time", "device/numpy", "JIT warm (cold)", "JIT/numpy"]
+               "numpy time", "device/numpy", "JIT warm (cold)", "JIT/numpy",
+               f"JIT 1 -> {thread_count()} threads"]
     body = [[r.name, f"{r.threads:,}", f"{r.instructions:,}", f"{r.device_s:.3f} s",
              f"{r.rate / 1e6:,.1f} M", f"{r.numpy_s * 1e3:.3f} ms", f"{r.ratio:,.0f}x",
              f"{r.jit_s * 1e3:.1f} ms ({r.jit_cold_s * 1e3:.0f} ms)" if r.jit_s
              else "fallback",
-             f"{r.jit_s / r.numpy_s:,.1f}x" if r.jit_s else "-"]
+             f"{r.jit_s / r.numpy_s:,.1f}x" if r.jit_s else "-",
+             f"{r.jit_one_s * 1e3:.1f} ms: {r.jit_one_s / r.jit_s:.2f}x" if r.jit_s
+             and r.jit_one_s else "-"]
             for r in rows]
     try:
         from rich.console import Console

@@ -27,7 +27,8 @@ SLOW_MODULES = {
     "test_cpu_programs", "test_cli_inspect", "test_packaging", "test_run_heap",
     "test_run_incomplete", "test_memory_kind_programs", "test_multidevice_programs",
     "test_cooperative_programs", "test_native_stacks", "test_native_preload",
-    "test_texture_programs", "test_instrument_ranges",
+    "test_texture_programs", "test_instrument_ranges", "test_native_runtime", "test_native_gpu",
+    "test_cpu_jit_corpus", "test_cpu_jit_blocks", "test_launch_proof",
     # property tests
     "test_ptx_fuzz", "test_instrument_fuzz",
 }

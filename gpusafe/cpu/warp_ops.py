@@ -102,6 +102,9 @@ def _sync_op(ctx: DecodeContext, instr: nodes.Instruction, mask: Any, body: Any)
         wait_lanes = idx[waiting]
         fr.state[wait_lanes] = WARP
         fr.pc[wait_lanes] = cur
+        # a waiting lane runs this instruction again when its warp-mates
+        # arrive: it executes it once, so this attempt does not count
+        fr.launch.count -= len(wait_lanes)
         if len(ready):
             run_lanes = idx[ready]
             compute(fr, run_lanes, len(run_lanes), masks[ready])

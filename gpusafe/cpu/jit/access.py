@@ -149,8 +149,11 @@ class MemoryLowering(Values):
     def _atomic(self, instr: nodes.Instruction, dest: nodes.Operand | None,
                 a: nodes.Operand, srcs: list[nodes.Operand], op: str, t: str,
                 space: int) -> None:
-        """One thread's atomic: threads run one after another, so a plain
-        load, update and store is exact.  The update is the interpreter's
+        """One thread's atomic, an LLVM ``atomicrmw``/``cmpxchg`` (relaxed,
+        PTX's default order) where LLVM has the operation, so that blocks on
+        several OS threads (:mod:`.cores`) lose no update; ``inc``/``dec`` are
+        a plain load, update and store, exact while threads run one after
+        another (such a kernel stays on one thread).  The update is the interpreter's
         (:func:`gpusafe.cpu.atomics.update_fn`); the final memory and the old
         values are the interpreter's whenever its lane order is the JIT's
         thread order for that address (each thread's atomics on an address
@@ -160,12 +163,33 @@ class MemoryLowering(Values):
         vals = [self.read(x, t) for x in srcs]
         ptr = self.address(a, BITS[t] // 8, space, ACCESS_ATOMIC)
         old = self.new()
-        self.emit(f"{old} = load {lt}, ptr {ptr}, align 1")
-        new = self.new()
         v = vals[-1]
         signed = t.startswith("s")
+        align = BITS[t] // 8
+        rmw = {"add": "fadd" if t in ("f32", "f64") else "add", "and": "and", "or": "or",
+               "xor": "xor", "exch": "xchg",
+               "min": "min" if signed else "umin", "max": "max" if signed else "umax"}
+        if op in rmw and not (op in ("min", "max") and t in ("f32", "f64")):
+            self.emit(f"{old} = atomicrmw {rmw[op]} ptr {ptr}, {lt} {v} monotonic, "
+                      f"align {align}")
+        elif op == "cas" and t not in ("f32", "f64"):
+            pair = self.new()
+            self.emit(f"{pair} = cmpxchg ptr {ptr}, {lt} {vals[0]}, {lt} {v} monotonic "
+                      f"monotonic, align {align}")
+            self.emit(f"{old} = extractvalue {{ {lt}, i1 }} {pair}, 0")
+        else:
+            self._atomic_update(old, ptr, op, lt, vals, signed)
+        if dest is not None:
+            self.write(dest, t, old)
+
+    def _atomic_update(self, old: str, ptr: str, op: str, lt: str, vals: list[str],
+                       signed: bool) -> None:
+        """The update as a plain load, operation and store."""
+        v = vals[-1]
+        self.emit(f"{old} = load {lt}, ptr {ptr}, align 1")
+        new = self.new()
         if op == "add":
-            self.emit(f"{new} = {'fadd' if t in ('f32', 'f64') else 'add'} {lt} {old}, {v}")
+            self.emit(f"{new} = {'fadd' if lt in ('float', 'double') else 'add'} {lt} {old}, {v}")
         elif op in ("and", "or", "xor"):
             self.emit(f"{new} = {op} {lt} {old}, {v}")
         elif op in ("min", "max"):
@@ -188,8 +212,6 @@ class MemoryLowering(Values):
                       f"  {wrap} = or i1 {zero}, {above}\n  {minus} = sub {lt} {old}, 1")
             self.emit(f"{new} = select i1 {wrap}, {lt} {v}, {lt} {minus}")
         self.emit(f"store {lt} {new}, ptr {ptr}, align 1")
-        if dest is not None:
-            self.write(dest, t, old)
 
     def _atomic_form(self, instr: nodes.Instruction) -> tuple[str, str, int]:
         """(operation, type, space) of an ``atom``/``red``; refuses the rest.

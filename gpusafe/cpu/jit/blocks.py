@@ -266,7 +266,8 @@ declare i64 @llvm.cttz.i64(i64, i1)
 declare i64 @llvm.fshr.i64(i64, i64, i64)
 
 define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count,
-                   i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz) {
+                   i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz,
+                   i32 %first, i32 %last) {
 entry:
   %q6 = getelementptr i64, ptr %ctx, i64 6
   %shared = load ptr, ptr %q6
@@ -294,14 +295,13 @@ entry:
   %tpb = mul i32 %bxy, %bz
   %tpb64 = zext i32 %tpb to i64
   %gxy = mul i32 %gx, %gy
-  %nblk = mul i32 %gxy, %gz
   %lbytes = mul i64 %tpb64, %lstride
   %sbytes = mul i64 %tpb64, 4
   %pbytes = mul i64 %tpb64, 8
   br label %block_head
 block_head:
-  %b = phi i32 [0, %entry], [%b1, %block_next]
-  %more = icmp ult i32 %b, %nblk
+  %b = phi i32 [%first, %entry], [%b1, %block_next]
+  %more = icmp ult i32 %b, %last
   br i1 %more, label %block_init, label %exit
 block_init:
   %cx = urem i32 %b, %gx

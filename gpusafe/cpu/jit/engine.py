@@ -1,9 +1,10 @@
-"""Compile a lowered kernel with llvmlite's MCJIT and run a whole launch in one call.
+"""Compile a lowered kernel with llvmlite's MCJIT and run a launch in compiled code.
 
-The compiled ``@kernel`` (:mod:`.blocks`) runs the grid block by block; in
-a block, each thread runs alone up to its next barrier or warp-synchronous
-instruction (:mod:`.regions`, :mod:`.warps`), then the next thread, in
-rounds until every thread has finished.
+The compiled ``@kernel`` (:mod:`.blocks`) runs a range of blocks of the
+grid; in a block, each thread runs alone up to its next barrier or
+warp-synchronous instruction (:mod:`.regions`, :mod:`.warps`), then the next
+thread, in rounds until every thread has finished.  Ranges of blocks run on
+several OS threads (:mod:`.cores`).
 
 Global accesses call ``@resolve``: a binary search of the arena's segment
 table (start, end, bytes) built at the launch.  Anything the table does not
@@ -14,7 +15,8 @@ interpreter would raise (same class, same message) and makes the compiled
 code stop.
 
 Compiled kernels are cached by the SHA-256 of the kernel's PTX text and of
-this package's source, so an edit of the compiler never reuses old code.
+this package's source, so an edit of the compiler never reuses old code: in
+the process, and their object code on disk (:mod:`.cache`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from ..errors import DeviceError, IllegalAddress, MisalignedAddress
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, WINDOW_SIZE, plain_segments
 from ..special_registers import uniform_value
+from . import cache as jitcache
+from . import cores
 from .blocks import CTX_SLOTS, launch_ir
 from .lower import lower_kernel
 from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, LOCAL, SHARED, Unsupported
@@ -165,7 +169,7 @@ slow:
 _SLOW = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32,
                          ctypes.c_int32)
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                           *([ctypes.c_int32] * 6))
+                           *([ctypes.c_int32] * 8))
 _ACCESS = {ACCESS_READ: AccessKind.READ, 1: AccessKind.WRITE, ACCESS_ATOMIC: AccessKind.ATOMIC}
 
 
@@ -180,6 +184,7 @@ class Compiled:
     frame_slots: int = 0  # 8-byte slots per thread kept across barriers
     shared_keys: tuple = ()  # shared variables whose offsets the launch supplies
     local_size: int = 0  # bytes of the kernel's .local variables
+    parallel: bool = False  # blocks may run on several threads (see .cores)
 
 
 @dataclass
@@ -237,35 +242,63 @@ def _function_text(function: nodes.Function) -> str:
     return "\n".join(parts)
 
 
+def _atomics_are_atomic(function: nodes.Function, ir: str) -> bool:
+    """Whether every ``atom``/``red`` of the kernel became an LLVM atomic (an
+    ``atomicrmw`` or ``cmpxchg`` each, at least): then blocks on several
+    threads cannot lose an update.  A lowering that makes one a plain
+    load-op-store (exact when one thread runs at a time) keeps the kernel on
+    one thread."""
+    atomics = 0
+
+    def walk(statements: list) -> None:
+        nonlocal atomics
+        for s in statements:
+            if isinstance(s, nodes.Block):
+                walk(s.statements)
+            elif isinstance(s, nodes.Instruction) and s.op in ("atom", "red"):
+                atomics += 1
+    walk(function.body or [])
+    return ir.count(" atomicrmw ") + ir.count(" cmpxchg ") >= atomics
+
+
 def compile_function(function: nodes.Function) -> Compiled:
-    """Machine code for a kernel, from the cache when its PTX was compiled
-    before; raises :class:`Unsupported` (also cached) outside the slice."""
-    key = hashlib.sha256((_COMPILER_HASH + _function_text(function)).encode()).hexdigest()
+    """Machine code for a kernel, from this process's cache or the disk cache
+    (:mod:`.cache`) when its PTX was compiled before; raises
+    :class:`Unsupported` (cached in the process) outside the slice."""
+    text = _function_text(function)
+    key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
         STATS.hits += 1
         if isinstance(hit, Unsupported):
             raise hit
         return hit
-    try:
-        lowered = lower_kernel(function)
-    except Unsupported as e:
-        _CACHE[key] = e
-        raise
     start = time.perf_counter()
     tm = _target_machine()
-    module = llvm.parse_assembly(lowered.ir + _RESOLVE + launch_ir())
-    module.verify()
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(module, pb)
-    engine = llvm.create_mcjit_compiler(module, tm)
-    engine.finalize_object()
+    disk_key = jitcache.entry_key(_COMPILER_HASH, text, tm.triple)
+    entry = jitcache.load(disk_key)
+    if entry is None:
+        try:
+            lowered = lower_kernel(function)
+        except Unsupported as e:
+            _CACHE[key] = e
+            raise
+        meta = {"sites": lowered.sites, "frame_slots": lowered.frame_slots,
+                "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,
+                "parallel": _atomics_are_atomic(function, lowered.ir)}
+        code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(), tm)
+        jitcache.store(disk_key, code, meta)
+        STATS.compiled += 1
+    else:
+        code, meta = entry
+    engine = jitcache.link(code, tm)
     run = _KERNEL(engine.get_function_address("kernel"))
     seconds = time.perf_counter() - start
-    STATS.compiled += 1
     STATS.compile_seconds += seconds
-    compiled = Compiled(engine, run, seconds, lowered.sites, lowered.frame_slots,
-                        lowered.shared_keys, lowered.local_size)
+    # JSON gives lists: a special register's key is a tuple again
+    shared_keys = tuple(tuple(k) if isinstance(k, list) else k for k in meta["shared_keys"])
+    compiled = Compiled(engine, run, seconds, meta["sites"], meta["frame_slots"], shared_keys,
+                        meta["local_size"], meta["parallel"])
     _CACHE[key] = compiled
     return compiled
 
@@ -276,6 +309,7 @@ class _Access:
     def __init__(self, launch: Launch) -> None:
         self.launch = launch
         self.error: BaseException | None = None
+        self.callback: Any = None  # the C callback of ``slow``, alive while code may call it
 
     def slow(self, addr: int, width: int, kind: int, line: int) -> int:
         try:
@@ -407,7 +441,7 @@ def run(launch: Launch) -> None:
         if reason is not None:
             raise Unsupported(reason)
         compiled = compile_function(launch.code.function)
-        blocks = _BlockBuffers(launch, compiled)
+        buffers = _BlockBuffers(launch, compiled)
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))
         raise
@@ -417,26 +451,36 @@ def run(launch: Launch) -> None:
     ends = np.array([e for _, e, _ in table] or [0], np.uint64)
     ptrs = np.array([b.ctypes.data if b is not None else 0 for _, _, b in table] or [0],
                     np.uint64)
-    access = _Access(launch)
-    slow = _SLOW(access.slow)
     ctx = np.zeros(CTX_SLOTS, np.uint64)
     ctx[0] = n
     ctx[1] = starts.ctypes.data
     ctx[2] = ends.ctypes.data
     ctx[3] = ptrs.ctypes.data
-    ctx[4] = ctypes.cast(slow, ctypes.c_void_p).value or 0
-    hints = np.zeros(max(compiled.sites, 1), np.uint64)  # per site: last segment index + 1
-    ctx[5] = hints.ctypes.data
-    blocks.fill(ctx)
-    count = np.zeros(1, np.uint64)
     params = launch.kparams
     gx, gy, gz = launch.grid
     bx, by, bz = launch.block
-    keep = (table, starts, ends, ptrs, slow, params, hints, blocks)
-    status = compiled.run(params.ctypes.data, ctx.ctypes.data, count.ctypes.data,
-                          gx, gy, gz, bx, by, bz)
+
+    def make_slow() -> tuple[_Access, int]:
+        access = _Access(launch)
+        access.callback = _SLOW(access.slow)
+        return access, ctypes.cast(access.callback, ctypes.c_void_p).value or 0
+
+    def call(own_ctx: np.ndarray, count: np.ndarray, first: int, last: int) -> int:
+        # each range its own shared window, frames, local memory (the first
+        # range uses the buffers built above, which proved the launch fits)
+        own = buffers if first == 0 else _BlockBuffers(launch, compiled)
+        own.fill(own_ctx)
+        status = compiled.run(params.ctypes.data, own_ctx.ctypes.data, count.ctypes.data,
+                              gx, gy, gz, bx, by, bz, first, last)
+        del own
+        return status
+
+    keep = (table, starts, ends, ptrs, params)
+    threads = cores.thread_count() if compiled.parallel else 1
+    status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz,
+                                             launch.tpb, threads, make_slow)
     del keep
-    launch.count += int(count[0])
+    launch.count += count
     if status != 0:
         err = access.error
         if isinstance(err, DeviceError):

@@ -1,0 +1,95 @@
+"""What compiling costs: every corpus kernel the JIT covers, compiled cold and warm.
+
+    python bench/jit_compile.py            # every module of the corpus
+    python bench/jit_compile.py --quick    # compute_75 modules, numba and LLVM only
+
+For each kernel of the test corpus (NVRTC for every arch and option set,
+numba, LLVM: ``gpusafe_testkit.corpus``) that the JIT lowers, it prints:
+
+* lower: PTX -> LLVM IR in Python (:func:`gpusafe.cpu.jit.lower.lower_kernel`);
+* cold: :func:`gpusafe.cpu.jit.engine.compile_function` with empty caches
+  (a disk cache of its own for each kernel: many corpus modules share kernels)
+  (lowering, the O3 pipeline, code generation, linking into an MCJIT engine,
+  writing the disk cache entry);
+* warm: the same call in a "new process" (the in-process cache emptied): the
+  object code read from the disk cache and linked, nothing compiled.
+
+then the median and the worst of each column and how many kernels fall
+back.  The disk cache lives in a temporary directory, so the machine's own
+cache is neither used nor touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from gpusafe.cpu.jit import cache, engine
+from gpusafe.cpu.jit.lower import Unsupported, lower_kernel
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.program import Program
+from gpusafe_testkit.corpus import corpus_modules
+
+
+def _kernels(quick: bool):
+    for module in corpus_modules():
+        if quick and module.origin == "nvrtc" and module.name.split("[")[1][:10] != "compute_75":
+            continue
+        program = Program(module.ptx, DeviceMemory())
+        for function in program.module.functions:
+            if function.body is not None and function.is_kernel:
+                yield module.name, function
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="compute_75, numba and LLVM only")
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, float, float, float]] = []
+    fallbacks = 0
+    with tempfile.TemporaryDirectory(prefix="gpusafe-jit-bench-") as tmp:
+        engine._target_machine()  # made once per process: not a kernel's cost
+        for i, (name, function) in enumerate(_kernels(args.quick)):
+            os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, str(i))  # the same kernel text
+            t0 = time.perf_counter()
+            try:
+                lower_kernel(function)
+            except Unsupported:
+                fallbacks += 1
+                continue
+            t1 = time.perf_counter()
+            engine._CACHE.clear()
+            engine.compile_function(function)
+            t2 = time.perf_counter()
+            engine._CACHE.clear()
+            hits = cache.DISK.hits
+            engine.compile_function(function)
+            t3 = time.perf_counter()
+            if cache.DISK.hits != hits + 1:
+                print(f"{name}: {function.name}: the warm compile missed the disk cache",
+                      file=sys.stderr)
+                return 1
+            rows.append((f"{name}:{function.name}", t1 - t0, t2 - t1, t3 - t2))
+        engine._CACHE.clear()
+    width = min(max((len(r[0]) for r in rows), default=10), 70)
+    print(f"{'kernel':<{width}}  {'lower ms':>9}  {'cold ms':>9}  {'warm ms':>9}")
+    for label, lower, cold, warm in rows:
+        short = label if len(label) <= width else label[:width - 3] + "..."
+        print(f"{short:<{width}}  {lower * 1e3:9.1f}  {cold * 1e3:9.1f}  {warm * 1e3:9.1f}")
+    if not rows:
+        print("no kernel compiled")
+        return 1
+    for title, k in (("lower", 1), ("cold", 2), ("warm", 3)):
+        values = [r[k] for r in rows]
+        print(f"{title:>5}: median {statistics.median(values) * 1e3:8.1f} ms, "
+              f"worst {max(values) * 1e3:8.1f} ms, total {sum(values):7.2f} s")
+    print(f"{len(rows)} kernels compiled, {fallbacks} fall back to the interpreter")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Blocks of a JIT launch over several OS threads (gpusafe/cpu/jit/cores.py):
+outputs, instruction counts, violation records (as sets) and the error of a
+faulting launch are those of one thread."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from gpusafe.cpu.errors import IllegalAddress
+from gpusafe.cpu.jit import cores, engine
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.program import Program
+from gpusafe.engine.launches import LaunchPipeline
+from gpusafe_instrument import host
+from gpusafe_instrument.checks import instrument
+from gpusafe_testkit.corpus import nvrtc_compile
+
+KERNELS = r"""
+extern "C" __global__ void mix(unsigned int* out, unsigned int* bins, const unsigned int* x,
+                               int n)
+{
+    int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int v = x[i];
+    for (int k = 0; k < (int)(v & 7); ++k) v = v * 2654435761u + (unsigned int)k;
+    out[i] = v;
+    atomicAdd(&bins[v & 15], 1u);
+}
+
+extern "C" __global__ void faulty(unsigned int* out, const unsigned long long* where, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) *(unsigned int*)(where[blockIdx.x] + 4 * threadIdx.x) = i;
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def small_ranges(monkeypatch):
+    """The tests' grids are small: split them anyway."""
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 1)
+
+
+def _mix(threads: int, monkeypatch) -> tuple[bytes, bytes, int, str]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", str(threads))
+    mem = DeviceMemory()
+    program = Program(nvrtc_compile(KERNELS, "k.cu", "compute_75", ()), mem)
+    n = 7 * 5 * 64 - 13
+    x = np.random.default_rng(1).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    out, bins, px = mem.alloc(4 * n), mem.alloc(64), mem.alloc(4 * n)
+    mem.write(px, x)
+    mem.write(bins, np.zeros(16, np.uint32))
+    notes = []
+    real = engine.run
+
+    def spy(launch):
+        real(launch)
+        notes.append("jit")
+
+    monkeypatch.setattr(engine, "run", spy)
+    r = program.launch("mix", (7, 5, 1), (64, 1, 1), 0, struct.pack("<QQQi", out, bins, px, n))
+    return mem.read(out, 4 * n), mem.read(bins, 64), r.instructions, "".join(notes)
+
+
+def test_outputs_counts_and_atomics_are_one_threads(monkeypatch):
+    one = _mix(1, monkeypatch)
+    assert one[3] == "jit"
+    assert sum(np.frombuffer(one[1], np.uint32)) == 7 * 5 * 64 - 13
+    program = Program(nvrtc_compile(KERNELS, "k.cu", "compute_75", ()), DeviceMemory())
+    mix = next(f for f in program.module.functions if f.name == "mix")
+    assert engine.compile_function(mix).parallel  # its atomicAdd is a real atomic
+    for threads in (2, 4, 7):
+        assert _mix(threads, monkeypatch) == one
+
+
+def test_the_error_is_the_first_block_orders(monkeypatch):
+    """Blocks 3 and 9 fault at different addresses: every thread count names block 3's."""
+    messages = []
+    for threads in (1, 4):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
+        monkeypatch.setenv("GPUSAFE_CPU_THREADS", str(threads))
+        mem = DeviceMemory()
+        program = Program(nvrtc_compile(KERNELS, "k.cu", "compute_75", ()), mem)
+        out = mem.alloc(4 * 32 * 12)
+        where = np.array([out + 128 * b for b in range(12)], np.uint64)
+        where[3], where[9] = 0x1000, 0x2000
+        pw = mem.alloc(where.nbytes)
+        mem.write(pw, where)
+        with pytest.raises(IllegalAddress) as e:
+            program.launch("faulty", (12, 1, 1), (32, 1, 1), 0,
+                           struct.pack("<QQi", out, pw, 32 * 12))
+        messages.append(str(e.value))
+    assert "0x1000" in messages[0]
+    assert messages[1] == messages[0]
+
+
+VADD = r"""
+extern "C" __global__ void vadd(float* out, const float* a, const float* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+"""
+
+
+def _records(threads: int, monkeypatch) -> tuple[list, int, bytes]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", str(threads))
+    result = instrument(nvrtc_compile(VADD, "k.cu", "compute_75", ()))
+    mem = DeviceMemory()
+    n = 16 * 32
+    out, a, b = mem.alloc(4 * (n - 40)), mem.alloc(4 * n), mem.alloc(4 * n)
+    mem.write(a, np.arange(n, dtype=np.float32))
+    mem.write(b, np.ones(n, np.float32))
+    program = Program(result.ptx, mem)
+    allocations = [host.AllocationRecord(x.tag, x.base, x.size, x.live) for x in mem.allocations]
+    pipeline = LaunchPipeline(mem)
+    launch = pipeline.prepare(result.sites, "vadd", struct.pack("<QQQi", out, a, b, n),
+                              allocations, dynamic_shared=0)
+    program.launch("vadd", (16, 1, 1), (32, 1, 1), 0, launch.params)
+    device, dropped = pipeline.collect(launch)
+    keys = sorted((str(v.kind), v.site.ptx_line, v.address, v.thread, v.block) for v in device)
+    return keys, dropped, mem.read(out, 4 * (n - 40))
+
+
+@pytest.mark.slow  # instrumenting and compiling the instrumented module: about 1.5 s
+def test_violation_records_are_one_threads(monkeypatch):
+    one = _records(1, monkeypatch)
+    assert len(one[0]) == 40 and one[1] == 0
+    assert _records(4, monkeypatch) == one
+
+
+def test_block_ranges_cover_the_grid_in_order():
+    for blocks in (1, 2, 5, 64, 1000):
+        for threads in (1, 2, 3, 16):
+            for tpb in (1, 256, 1024):
+                ranges = cores.block_ranges(blocks, threads, tpb)
+                assert ranges[0][0] == 0 and ranges[-1][1] == blocks
+                assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+                big = blocks * tpb // cores.MIN_RANGE_THREADS
+                want = 1 if threads == 1 else max(1, min(blocks, 4 * threads, big))
+                assert len(ranges) == want
+
+
+def test_the_thread_knob(monkeypatch):
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", "3")
+    assert cores.thread_count() == 3
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", "zero")
+    with pytest.raises(ValueError, match="GPUSAFE_CPU_THREADS"):
+        cores.thread_count()
+    monkeypatch.delenv("GPUSAFE_CPU_THREADS")
+    assert cores.thread_count() >= 1
+
+
+def test_a_plain_atomic_keeps_the_kernel_on_one_thread():
+    program = Program(nvrtc_compile(KERNELS, "k.cu", "compute_75", ()), DeviceMemory())
+    mix = next(f for f in program.module.functions if f.name == "mix")
+    assert engine._atomics_are_atomic(mix, "  %r1 = atomicrmw add ptr %p, i32 1 monotonic")
+    assert not engine._atomics_are_atomic(mix, "  %r1 = load i32, ptr %p")
+
+
+def test_a_small_grid_stays_on_one_thread(monkeypatch):
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 32768)
+    assert cores.block_ranges(64, 16, 256) == [(0, 64)]
+    assert len(cores.block_ranges(4096, 16, 256)) == 32
+
+
+HAMMER = r"""
+extern "C" __global__ void hammer(unsigned long long* c, int reps)
+{
+    unsigned long long h = 0;
+    for (int k = 0; k < reps; ++k) h += atomicAdd(c, 1ull) & 1;  // one atomic per iteration
+    if (h == 12345678) c[1] = h;
+}
+"""
+
+
+def test_contended_atomics_lose_no_update(monkeypatch):
+    """Four threads adding to one counter: a plain load-add-store loses about
+    a third of the updates here, an atomicrmw none."""
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", "4")
+    mem = DeviceMemory()
+    program = Program(nvrtc_compile(HAMMER, "k.cu", "compute_75", ()), mem)
+    hammer = next(f for f in program.module.functions if f.name == "hammer")
+    assert engine.compile_function(hammer).parallel
+    c = mem.alloc(16)
+    mem.write(c, np.zeros(2, np.uint64))
+    program.launch("hammer", (64, 1, 1), (32, 1, 1), 0, struct.pack("<Qi", c, 2000))
+    assert np.frombuffer(mem.read(c, 16), np.uint64).tolist() == [64 * 32 * 2000, 0]
+
+
+def test_a_forked_child_runs_its_blocks_on_threads(monkeypatch):
+    """The child of a fork after a threaded launch gets a pool of its own."""
+    import multiprocessing
+
+    monkeypatch.setenv("GPUSAFE_CPU_THREADS", "4")
+    first = _mix(4, monkeypatch)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        child = pool.apply_async(_mix_in_child).get(timeout=60)
+    assert child == first[:3]
+
+
+def _mix_in_child() -> tuple:
+    mp = pytest.MonkeyPatch()
+    try:
+        return _mix(4, mp)[:3]
+    finally:
+        mp.undo()
