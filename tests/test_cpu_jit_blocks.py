@@ -572,3 +572,33 @@ def test_match_and_elect(monkeypatch):
     x[64:96] = 7 << 10                    # one warp all equal for match.all
     _same(MATCH, "match", (2, 1, 1), (64, 1, 1), [np.zeros(5 * 128, np.uint32), x], b"",
           monkeypatch)
+
+
+SPIN = r"""
+extern "C" __global__ void spin(const int* flag, int* count)
+{
+    while (flag[0] == 0)
+        atomicAdd(count, 1);
+}
+"""
+
+
+def test_a_launch_past_its_timeout_is_stopped_in_compiled_code(monkeypatch):
+    """The watchdog: a kernel that never ends stops at its timeout on the JIT
+    too (not by falling back to the interpreter), naming the block."""
+    from gpusafe.cpu.errors import LaunchTimeout
+    from gpusafe.cpu.jit.engine import STATS
+
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
+    mem = DeviceMemory()
+    program = Program(_ptx(SPIN), mem)
+    flag, count = mem.alloc(4), mem.alloc(4)
+    mem.write(flag, np.zeros(1, np.int32))
+    mem.write(count, np.zeros(1, np.int32))
+    fallbacks = len(STATS.fallbacks)
+    with pytest.raises(LaunchTimeout, match=r"kernel spin: still running after [0-9.]+ s \(the "
+                       r"kernel timeout is 0\.3 s\); block \(0, 0, 0\) was running \(compiled"):
+        program.launch("spin", (1, 1, 1), (32, 1, 1), 0, struct.pack("<2Q", flag, count),
+                       timeout=0.3)
+    assert len(STATS.fallbacks) == fallbacks
+    assert np.frombuffer(mem.read(count, 4), np.int32)[0] > 0

@@ -39,7 +39,7 @@ from __future__ import annotations
 from ..memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from .values import LOCAL, SHARED
 
-CTX_SLOTS = 17
+CTX_SLOTS = 18
 
 _WINDOW_PTR = """
 define internal ptr @{name}(ptr %ctx, ptr nonnull %base, i64 %stride, i64 %addr, i64 %width,
@@ -291,6 +291,8 @@ entry:
   %snap = load ptr, ptr %q15
   %q16 = getelementptr i64, ptr %ctx, i64 16
   %sstate = load ptr, ptr %q16
+  %q17 = getelementptr i64, ptr %ctx, i64 17
+  %halt = load ptr, ptr %q17
   %bxy = mul i32 %bx, %by
   %tpb = mul i32 %bxy, %bz
   %tpb64 = zext i32 %tpb to i64
@@ -395,6 +397,10 @@ thr_next:
   %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
   br label %thr_head
 round_end:
+  %hw = load atomic i32, ptr %halt monotonic, align 4
+  %halted = icmp ne i32 %hw, 0
+  br i1 %halted, label %timeout, label %round_go
+round_go:
   %need = or i1 %sn, %yd
   br i1 %need, label %snapshot, label %picked
 snapshot:
@@ -410,6 +416,10 @@ block_next:
   br label %block_head
 stop:
   ret i32 1
+timeout:
+  %hb = getelementptr i32, ptr %halt, i64 1
+  store i32 %b, ptr %hb
+  ret i32 2
 exit:
   ret i32 0
 }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ import numpy as np
 from gpusafe_instrument import nodes
 from gpusafe_instrument.kinds import AccessKind
 
-from ..errors import DeviceError, IllegalAddress, MisalignedAddress
+from ..errors import DeviceError, IllegalAddress, LaunchTimeout, MisalignedAddress
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, WINDOW_SIZE, plain_segments
 from ..special_registers import uniform_value
@@ -421,8 +422,6 @@ def why_not(launch: Launch) -> str | None:
     """Why this launch cannot run in the JIT whatever its kernel, or None."""
     if launch.watchers:
         return "observers watch memory accesses (the oracle needs the interpreter)"
-    if launch.deadline is not None:
-        return "a kernel timeout (the JIT has no watchdog yet)"
     if launch.workspace:
         return "a cooperative launch"
     if launch.memory.barred is not None:
@@ -430,6 +429,24 @@ def why_not(launch: Launch) -> str | None:
     if launch.code.errors:
         return "the kernel has instructions the CPU device refuses"
     return None
+
+
+_TIMED_OUT = 2  # @kernel's status when the watchdog stopped it
+
+
+def _watchdog(launch: Launch, halt: np.ndarray) -> threading.Timer | None:
+    """A timer that asks the compiled launch to stop at its kernel timeout:
+    compiled code reads ``halt[0]`` after every round of a block's threads,
+    and a thread in a loop yields to the round every few thousand
+    iterations (:meth:`.regions.BarrierLowering.backward`), so a launch that
+    never ends is stopped, as the interpreter's is."""
+    if launch.deadline is None:
+        return None
+    timer = threading.Timer(max(0.0, launch.deadline - launch.clock()),
+                            halt.__setitem__, (0, 1))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def run(launch: Launch) -> None:
@@ -475,12 +492,26 @@ def run(launch: Launch) -> None:
         del own
         return status
 
-    keep = (table, starts, ends, ptrs, params)
+    halt = np.zeros(2, np.uint32)  # [stop now, the block that stopped]
+    ctx[17] = halt.ctypes.data
+    keep = (table, starts, ends, ptrs, params, halt)
     threads = cores.thread_count() if compiled.parallel else 1
-    status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz,
-                                             launch.tpb, threads, make_slow)
+    watchdog = _watchdog(launch, halt)
+    try:
+        status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz,
+                                                 launch.tpb, threads, make_slow)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     del keep
     launch.count += count
+    if status == _TIMED_OUT:
+        b = int(halt[1])
+        block = (b % gx, b // gx % gy, b // (gx * gy))
+        raise LaunchTimeout(
+            f"kernel {launch.kernel}: still running after {launch.clock() - launch.started:.2f}"
+            f" s (the kernel timeout is {launch.timeout:g} s); block {block} was running "
+            "(compiled: stopped between rounds of its threads)")
     if status != 0:
         err = access.error
         if isinstance(err, DeviceError):
