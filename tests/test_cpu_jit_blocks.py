@@ -574,7 +574,7 @@ def test_match_and_elect(monkeypatch):
           monkeypatch)
 
 
-SPIN = r"""
+FOREVER = r"""
 extern "C" __global__ void spin(const int* flag, int* count)
 {
     while (flag[0] == 0)
@@ -591,7 +591,7 @@ def test_a_launch_past_its_timeout_is_stopped_in_compiled_code(monkeypatch):
 
     monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
     mem = DeviceMemory()
-    program = Program(_ptx(SPIN), mem)
+    program = Program(_ptx(FOREVER), mem)
     flag, count = mem.alloc(4), mem.alloc(4)
     mem.write(flag, np.zeros(1, np.int32))
     mem.write(count, np.zeros(1, np.int32))
