@@ -81,6 +81,16 @@ def _nvidia_cu13_dir() -> Path:
     raise CompileError("cannot find the pip CUDA 13 toolkit (site-packages/nvidia/cu13)")
 
 
+def driver_header_dir() -> Path | None:
+    """The pip toolkit's folder holding ``cuda.h`` (native test programs
+    include it), or None where the toolkit is not installed."""
+    try:
+        inc = _nvidia_cu13_dir() / "include"
+    except (CompileError, ImportError):
+        return None
+    return inc if (inc / "cuda.h").is_file() else None
+
+
 def cuda_include_dirs() -> list[str]:
     """Header directories passed to NVRTC with -I (CUDA headers and CCCL)."""
     inc = _nvidia_cu13_dir() / "include"

@@ -38,7 +38,9 @@ def test_the_benchmark_has_the_kernels_the_issue_asks_for() -> None:
 @pytest.mark.parametrize("bench", OVERHEAD.BENCHES, ids=lambda b: b.name)
 def test_each_benchmark_kernel_checked_computes_the_same_and_reports_nothing(bench) -> None:
     plain, checked, stats = OVERHEAD.run(bench)  # SystemExit on a difference or a report
-    assert checked > plain > 0
+    # a launch whose values prove every access in bounds runs the unchecked
+    # copy (launch proofs): exactly the plain kernel's instructions
+    assert checked == plain > 0 if stats["proven"] else checked > plain > 0
     assert sum(stats["checks"].values()) > 0
 
 

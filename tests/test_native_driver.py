@@ -17,20 +17,13 @@ import pytest
 
 from gpusafe.native import table
 from gpusafe.native.build import source
+from gpusafe_testkit.corpus import driver_header_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "tests" / "native"
 
 
-def _include() -> Path | None:
-    for entry in sys.path:
-        candidate = Path(entry) / "nvidia" / "cu13" / "include"
-        if (candidate / "cuda.h").is_file():
-            return candidate
-    return None
-
-
-INCLUDE = _include()
+INCLUDE = driver_header_dir()
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or INCLUDE is None,
                               reason="needs a C compiler and the pip toolkit's cuda.h")
 

@@ -17,19 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from gpusafe_testkit.corpus import driver_header_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "tests" / "native"
 
 
-def _include() -> Path | None:
-    for entry in sys.path:
-        candidate = Path(entry) / "nvidia" / "cu13" / "include"
-        if (candidate / "cuda.h").is_file():
-            return candidate
-    return None
-
-
-INCLUDE = _include()
+INCLUDE = driver_header_dir()
 NVCC = INCLUDE.parent / "bin" / "nvcc" if INCLUDE is not None else None
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("cc") is None or NVCC is None
