@@ -91,15 +91,21 @@ gl:
 }}
 """
 
-_WARP_BITS = """
-define internal i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
-entry:
+WARP_SPAN = """\
   %lane = and i32 %lin, 31
   %wb = sub i32 %lin, %lane
   %rest = sub i32 %tpb, %wb
   %short = icmp ult i32 %rest, 32
   %ws = select i1 %short, i32 %rest, i32 32
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+"""
+"""The warp of thread ``%lin`` in a block of ``%tpb``: its first thread
+``%wb`` and its size ``%ws`` (the last warp may be short); the prologue of
+every helper that scans a warp's threads."""
+
+_WARP_BITS = """
+define internal i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
+entry:
+""" + WARP_SPAN + """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
   %my = load i32, ptr %mysp
   br label %loop
 loop:
@@ -139,12 +145,7 @@ done:
 _WARP_EQUAL = """
 define internal i64 @warp_equal(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-  %lane = and i32 %lin, 31
-  %wb = sub i32 %lin, %lane
-  %rest = sub i32 %tpb, %wb
-  %short = icmp ult i32 %rest, 32
-  %ws = select i1 %short, i32 %rest, i32 32
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+""" + WARP_SPAN + """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
   %my = load i32, ptr %mysp
   %mvp = getelementptr i64, ptr %snap, i32 %lin
   %mv = load i64, ptr %mvp
@@ -232,12 +233,7 @@ done:
 _WARP_YIELDS = """
 define internal i1 @warp_yields(ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-  %lane = and i32 %lin, 31
-  %wb = sub i32 %lin, %lane
-  %rest = sub i32 %tpb, %wb
-  %short = icmp ult i32 %rest, 32
-  %ws = select i1 %short, i32 %rest, i32 32
-  br label %loop
+""" + WARP_SPAN + """  br label %loop
 loop:
   %l = phi i32 [0, %entry], [%l1, %body]
   %more = icmp ult i32 %l, %ws

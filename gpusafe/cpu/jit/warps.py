@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
+from .blocks import WARP_SPAN
 from .values import Values
 
 
@@ -247,12 +248,7 @@ def _redux_helper(op: str) -> str:
         combine = f"%acc2 = call i32 @llvm.{op}.i32(i32 %acc, i32 %vv)"
     return f"""define internal i32 @redux_{op}(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {{
 entry:
-  %lane = and i32 %lin, 31
-  %wb = sub i32 %lin, %lane
-  %rest = sub i32 %tpb, %wb
-  %short = icmp ult i32 %rest, 32
-  %ws = select i1 %short, i32 %rest, i32 32
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+{WARP_SPAN}  %mysp = getelementptr i32, ptr %sstate, i32 %lin
   %my = load i32, ptr %mysp
   br label %loop
 loop:
