@@ -23,7 +23,7 @@ from gpusafe.cpu.host_memory import FreshPages, host_bytes
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.runtime import Runtime
-from gpusafe.cpu.runtime import devices as runtime_devices
+from gpusafe.cudaapi import device_props
 from gpusafe_instrument.kinds import ViolationKind
 
 R = real_driver.CUresult
@@ -133,12 +133,12 @@ def test_device_properties_are_the_attributes() -> None:
         return drv.cuDeviceGetAttribute(getattr(A, f"CU_DEVICE_ATTRIBUTE_{name}"), 0)[1]
 
     fields = {f for f in dir(prop) if not f.startswith("_") and f != "getPtr"}
-    covered = (set(runtime_devices._PROP_ATTRIBUTES) | set(runtime_devices._PROP_ARRAYS)
-               | runtime_devices.PROP_FIELDS_NOT_ATTRIBUTES)
+    covered = (set(device_props.PROP_ATTRIBUTES) | set(device_props.PROP_ARRAYS)
+               | device_props.PROP_FIELDS_NOT_ATTRIBUTES)
     assert fields <= covered, fields - covered
-    for field, name in runtime_devices._PROP_ATTRIBUTES.items():
+    for field, name in device_props.PROP_ATTRIBUTES.items():
         assert getattr(prop, field) == attr(name), field
-    for field, names in runtime_devices._PROP_ARRAYS.items():
+    for field, names in device_props.PROP_ARRAYS.items():
         assert list(getattr(prop, field)) == [attr(n) for n in names], field
     assert prop.totalGlobalMem == drv.cuDeviceTotalMem(0)[1]
     assert bytes(prop.name).startswith(profile.DEVICE_NAME.encode())

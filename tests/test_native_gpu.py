@@ -202,14 +202,34 @@ def test_streams_events_and_device_variables_on_the_gpu(built: dict[str, Path],
 
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc")
-def test_runtime_calls_not_served_on_the_gpu_are_named(built: dict[str, Path],
-                                                       tmp_path: Path) -> None:
-    """cudaGetDeviceProperties is not served by the stand-in runtime on a GPU
-    (its struct comes from NVIDIA's runtime there): named at the program's
-    line, exit 2, never a pass."""
-    done, doc = _run([str(_nvcc_build(tmp_path, "runtime_properties"))], built, tmp_path)
-    assert done.returncode == 2, done.stdout + done.stderr
-    [call] = doc["unimplemented_calls"]
-    assert call["name"] == "cudaGetDeviceProperties"
-    assert call["site"].endswith("runtime_properties.cu:7")
-    assert "on a GPU" in call["reason"]
+@pytest.mark.parametrize("name, line", [
+    ("runtime_properties", "no error: 1 device(s), "),
+    ("runtime_reset", "reset: cudaSuccess cudaSuccess host[63] = 63"),
+])
+def test_properties_and_reset_run_on_the_gpu_as_on_the_cpu_device(
+        built: dict[str, Path], tmp_path: Path, name: str, line: str) -> None:
+    """cudaGetDeviceProperties is built from the driver's answers and
+    cudaDeviceReset resets the primary context through the door (NVIDIA's
+    runtime is not used on a GPU): the program prints what it prints on the
+    CPU device, whose driver the simulated GPU is."""
+    exe = _nvcc_build(tmp_path, name)
+    done, doc = _run([str(exe)], built, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert doc["violations"] == [] and not doc.get("unimplemented_calls")
+    on_cpu = subprocess.run([sys.executable, "-m", "gpusafe", "run", "--device", "cpu", "--",
+                             str(exe)], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert on_cpu.returncode == 0, on_cpu.stdout + on_cpu.stderr
+    assert done.stdout.startswith(line)
+    assert done.stdout.splitlines()[0] == on_cpu.stdout.splitlines()[0]
+
+
+def test_every_runtime_call_has_its_gpu_form() -> None:
+    """A call the stand-in runtime serves on the CPU device either runs the
+    same code on a GPU or has a driver-door form there: never NVIDIA's
+    runtime behind the engine's back."""
+    from gpusafe.native import runtime_calls, runtime_on_driver
+
+    missing = set(runtime_calls.CALLS) - set(runtime_calls.SAME_ON_A_GPU) \
+        - set(runtime_on_driver.CALLS)
+    assert missing == set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from cuda.bindings import driver as D
@@ -24,12 +23,12 @@ _FATBIN_MAGIC = 0xBA55ED50
 _PTX = 1
 
 INVALID_DEVICE_FUNCTION = 98
-ON_A_GPU = ("not served by the stand-in CUDA runtime on a GPU, where it runs over the "
-            "driver door only (gpusafe.native.runtime_on_driver); run on the CPU device "
-            "(--device cpu) to check this program")
-_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaMemcpyToSymbol",
-             "cudaMemcpyFromSymbol", "cudaGetSymbolAddress")
-"""Served on a GPU as on the CPU device (their module and copies follow the device)."""
+SAME_ON_A_GPU = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaMemcpyToSymbol",
+                 "cudaMemcpyFromSymbol", "cudaGetSymbolAddress", "cudaDeviceReset",
+                 "__cudaRegisterManagedVar", "__unserved", "__unserved_cuda12")
+"""Served on a GPU by the same code as on the CPU device (their modules,
+copies and contexts follow the device); every other call of :data:`CALLS` has
+its GPU form in ``runtime_on_driver.CALLS``."""
 _on_gpu = threading.Event()
 """Set once this process's runtime serves a GPU: the context is the driver's
 primary context, made current by ``runtime_on_driver``."""
@@ -192,20 +191,12 @@ def _plain(name: str) -> Callable[..., int]:
     return lambda *args: int(getattr(R, name)(*args)[0])
 
 
-def _device_prop_size() -> int:
-    """sizeof(struct cudaDeviceProp) in the headers the runtime table came from."""
-    for line in (Path(__file__).resolve().parent / "runtime_api.txt").read_text().splitlines():
-        if line.startswith("#sizeof cudaDeviceProp "):
-            return int(line.split()[-1])
-    raise NotServed("cudaGetDeviceProperties (the table has no size for cudaDeviceProp)")
-
-
 def _device_properties(out: int, device: int) -> int:
     """The runtime door's ``cudaDeviceProp`` is cuda-bindings' C struct, laid
     out by the same CUDA 13 headers as the program's: copied whole."""
     err, prop = R.cudaGetDeviceProperties(device)
     if int(err) == 0:
-        ctypes.memmove(out, prop.getPtr(), _device_prop_size())
+        runtime_on_driver.put_properties(out, prop)
     return int(err)
 
 
@@ -241,8 +232,12 @@ def _memcpy(name: str) -> Callable[..., int]:
 
 
 def _device_reset() -> int:
+    """The device's modules are gone with its context: the next launch loads
+    them again."""
     _modules.clear()
     _functions.clear()
+    if _on_gpu.is_set():
+        return runtime_on_driver.reset()
     return int(R.cudaDeviceReset()[0])
 
 
@@ -334,14 +329,12 @@ def dispatch(name: str, args: tuple[int, ...]) -> int:
         return INITIALIZATION_ERROR
     if name in _RESULTS:
         return _RESULTS[name](*args)
-    call = CALLS[name] if name in CALLS else None
-    if session.options.device != "cpu" and name not in ("__unserved", "__unserved_cuda12"):
+    call = CALLS[name]
+    if session.options.device != "cpu":
         _on_gpu.set()
-        call = runtime_on_driver.CALLS.get(name) or (CALLS[name] if name in _LAUNCHES else None)
-        if call is None:
-            return adapter.not_served(name, session, ON_A_GPU)
+        if name not in SAME_ON_A_GPU:
+            call = runtime_on_driver.CALLS[name]
     try:
-        assert call is not None, name
         error = call(*args)
     except (NotServed, NotImplementedError) as e:
         error = adapter.not_served(name, session, str(e))

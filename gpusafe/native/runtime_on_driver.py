@@ -19,8 +19,11 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from cuda.bindings import driver as D
+
+from ..cudaapi import device_props
 
 _OK = D.CUresult.CUDA_SUCCESS
 INVALID_VALUE = 1
@@ -148,6 +151,57 @@ def _device_attribute(out: int, attr: int, dev: int) -> int:
     return int(err)
 
 
+def _prop_size() -> int:
+    """sizeof(struct cudaDeviceProp) in the CUDA 13 headers the stand-in
+    runtime's table came from (the program's layout: a CUDA 12 program's is
+    refused before it gets here)."""
+    table = Path(__file__).resolve().parent / "runtime_api.txt"
+    for line in table.read_text().splitlines():
+        if line.startswith("#sizeof cudaDeviceProp "):
+            return int(line.split()[-1])
+    raise NotImplementedError("cudaGetDeviceProperties (the table has no size for cudaDeviceProp)")
+
+
+def put_properties(out: int, prop: device_props.cudaDeviceProp) -> None:
+    """cuda-bindings' C struct, laid out by the same headers as the
+    program's, copied whole into the program's."""
+    ctypes.memmove(out, prop.getPtr(), _prop_size())
+
+
+class _Failed(Exception):
+    def __init__(self, error: int) -> None:
+        self.error = error
+
+
+def _checked(result: tuple) -> object:
+    if result[0] != _OK:
+        raise _Failed(int(result[0]))
+    return result[1] if len(result) == 2 else None
+
+
+def _device_properties(out: int, dev: int) -> int:
+    """Built from the driver's answers, as the CPU device's runtime builds
+    them (NVIDIA's runtime is not used on a GPU)."""
+    if not out:
+        return INVALID_VALUE
+    try:
+        put_properties(out, device_props.device_properties(D, dev, _checked))
+    except _Failed as e:
+        return e.error  # the runtime's numbers equal the driver's (invalid device: 101)
+    return 0
+
+
+def reset() -> int:
+    """cudaDeviceReset: the primary context reset through the door (which
+    judges what it held, as for a destroyed context), retained again at the
+    next call."""
+    dev = _device()
+    err = int(D.cuDevicePrimaryCtxReset(dev)[0])
+    with _lock:
+        _primary.pop(dev, None)
+    return err
+
+
 def copy(dst: int, src: int, n: int, kind: int) -> int:
     """A copy the runtime asked for, with the runtime's context current."""
     return _in_context(_memcpy)(dst, src, n, kind)
@@ -164,6 +218,7 @@ CALLS: dict[str, Callable[..., int]] = {
     "cudaGetDevice": _get_device,
     "cudaGetDeviceCount": _device_count,
     "cudaDeviceGetAttribute": _in_context(_device_attribute),
+    "cudaGetDeviceProperties": _in_context(_device_properties),
     "cudaMallocHost": _in_context(_out("cuMemAllocHost")),
     "cudaFreeHost": _in_context(_plain("cuMemFreeHost")),
     "cudaMallocManaged": _in_context(_out("cuMemAllocManaged")),
