@@ -8,6 +8,7 @@ understood apart).  No product module is over 800 lines and no class over
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,12 +39,20 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """Each module parsed once for all the tests here (parsing the whole
+    tree is most of their time)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """module -> the modules of ours it imports, anywhere in its text."""
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _tree(path)
         is_package = path.name == "__init__.py"
         for node in ast.walk(tree):
             targets: list[str] = []
@@ -129,7 +138,7 @@ def test_no_class_is_over_400_lines() -> None:
         rel = path.relative_to(ROOT).as_posix()
         if _exempt(rel):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ClassDef):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
                 if n > 400:
