@@ -305,6 +305,10 @@ class FunctionRewriter:
         assert body is not None
         plan.launch_proof = launch_proof(plan) if plan.kernel else None
         units, grouped = self._units()
+        for u in units:
+            if u.region:
+                self.hoister.inside_regions.update(
+                    range(u.accesses[0].path[0] + 1, u.accesses[-1].path[0] + 1))
         unit_of = {id(u.accesses[0]): u for u in units if not u.region}
         single = [acc for acc in plan.accesses
                   if acc.mode not in UNCHECKED_MODES and id(acc) not in grouped]
