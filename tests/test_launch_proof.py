@@ -407,3 +407,40 @@ def test_a_one_block_loop_entered_again_with_its_last_counter_is_not_proven(reps
                  ptx_text=AGAIN_PTX)
     assert o.device == o.oracle
     assert len(o.device) == (reps - 1) * 32
+
+
+TWICE = r"""
+extern "C" __global__ void twice(unsigned* bins, const unsigned char* data, int n, int nb)
+{
+    __shared__ unsigned local[256];
+    for (int b = threadIdx.x; b < FIRST; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&local[data[i]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) atomicAdd(&bins[b], local[b & 255]);
+}
+"""
+
+
+@pytest.mark.parametrize("first, nb, bad", [
+    (256, 256, 0),  # proven: both b loops start from threadIdx.x's one register
+    (257, 256, 1),  # the first loop clears one past local
+    (256, 260, 4),  # the last loop adds past bins
+])
+def test_a_loop_started_from_a_register_a_later_loop_counts_on_is_bounded(first, nb, bad):
+    # NVRTC keeps threadIdx.x in the last loop's counter, so the register the
+    # first loop starts from is written twice; only its first definition
+    # reaches that start
+    source = TWICE.replace("FIRST", str(first))
+    text = nvrtc_compile(source, "k.cu", "compute_75")
+    counted = [ln.split()[1].rstrip(",") for ln in text.splitlines()
+               if "%tid.x;" in ln and ln.split()[0] == "mov.u32"]
+    assert any(text.count(f"{r}, {r},") for r in counted)  # the counter is the tid register
+    o = run_both(source, "twice", (1, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(256, np.uint32)), Buf(np.arange(512, dtype=np.uint8)),
+                  np.int32(512), np.int32(nb)])
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    if not bad:
+        assert_same(o)
+        assert o.checked_instructions == o.plain_instructions

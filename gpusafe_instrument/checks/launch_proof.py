@@ -123,6 +123,9 @@ class _Builder:
             return ["s", sreg, axis]
         d = self.guards._single(name, at)
         if d is None:
+            r = self._reaching(name, at if reader is None else reader)
+            if r is not None:  # no relation narrows it: a compare may have seen another value
+                return self._definition(name, r[0], r[1], at, relations, depth)
             return self._induction(name, at if reader is None else reader, at, relations,
                                    depth)
         e = self._definition(name, d[0], d[1], at, relations, depth)
@@ -132,6 +135,42 @@ class _Builder:
             bound = self.expr(other, at, [], depth + 1)
             e = _narrow(e, cmp, bound, unsigned, k, wrap)
         return e
+
+    def _reaching(self, name: str, reader: int) -> tuple[int, Instruction] | None:
+        """The one definition of ``name`` (written more than once) that the
+        read at statement ``reader`` can see: an unguarded instruction
+        dominating the reader, with the reader reachable from no other
+        definition.  Some definition ran before the read (that one dominates
+        it), and the last to run was that one: any other would have a path
+        to the reader.  (A histogram's ``b = threadIdx.x`` loop starts from
+        ``threadIdx.x``, whose register a later loop counts on.)"""
+        g = self.guards
+        defs = g.defs.get(name, [])
+        if len(defs) < 2:
+            return None
+        for d0 in defs:
+            st = self.body[d0]
+            if type(st) is Instruction and st.guard is None and g._dominates(d0, reader) \
+                    and not any(self._reaches(d, reader) for d in defs if d != d0):
+                return d0, st
+        return None
+
+    def _reaches(self, i: int, j: int) -> bool:
+        """Whether some path runs from statement ``i`` to statement ``j``."""
+        graph = self.guards.graph
+        bi, bj = graph.block_of[i], graph.block_of[j]
+        if bi == bj and i < j:
+            return True
+        seen: set[int] = set()
+        todo = list(graph.blocks[bi].successors)
+        while todo:
+            b = todo.pop()
+            if b == bj:
+                return True
+            if b not in seen:
+                seen.add(b)
+                todo.extend(graph.blocks[b].successors)
+        return False
 
     def _induction(self, name: str, reader: int, at: int, relations, depth: int) -> Expr:
         """The counter ``I`` of a one-block loop (``ranges.loop_shape``:
