@@ -7,6 +7,7 @@ reported exactly as the oracle reports it."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
@@ -166,5 +167,47 @@ def test_a_node_straddling_the_end_of_the_list_is_reported():
     cut = Buf(np.array(nodes, dtype=NODE).view(np.uint8)[:124].copy())
     o = _chase(_args(8, 5, [_list(), cut]), 8)
     assert _pinned(o) >= 1
+    assert kinds(o) == {"global-out-of-bounds"}
+    assert_same(o)
+
+
+ROWSUM = r"""
+extern "C" __global__ void rowsum(float* out, const float* const* rows, const int* cols, int n,
+                                  int k)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const float* row = rows[r];
+    float s = 0.f;
+    for (int c = 0; c < k; ++c) s += row[cols[c]];
+    out[r] = s;
+}
+"""
+
+
+def _rowsum(cols: list[int], short: int = 8):
+    # rows 0 and 2 hold 8 floats, rows 1 and 3 `short`; k = 7: four
+    # unrolled steps (a grouped filter) and three of the remainder loop (one
+    # filter each)
+    args = [Buf(np.zeros(4, np.float32)), PtrTable([(5, 0), (6, 0), (5, 0), (6, 0)]),
+            Buf(np.array(cols, np.int32)), np.int32(4), np.int32(len(cols)),
+            Buf(np.arange(8, dtype=np.float32)), Buf(np.arange(short, dtype=np.float32))]
+    return run_both(ROWSUM, "rowsum", (1, 1, 1), (4, 1, 1), args)
+
+
+def test_a_row_read_in_a_loop_is_pinned_in_every_copy_of_the_loop():
+    o = _rowsum([0, 1, 2, 3, 4, 5, 7])
+    assert o.stats["rowsum"]["removed"].get("pinned-lookup", 0) >= 2
+    assert o.device == []
+    assert_same(o)
+
+
+@pytest.mark.parametrize("cols, short", [
+    ([0, 1, 2, 3, 4, 5, 7], 6),  # the remainder loop's last column is past the short rows
+    ([0, 7, 2, 3, 4, 5, 1], 6),  # an unrolled step's column is
+    ([0, 1, 2, 3, 4, -1, 2], 8),  # a negative column
+])
+def test_a_column_past_a_row_is_reported(cols, short):
+    o = _rowsum(cols, short)
     assert kinds(o) == {"global-out-of-bounds"}
     assert_same(o)

@@ -485,15 +485,32 @@ class LoopHoister:
     def _pin(self, c: Cond, header: int, index: int) -> Cond | None:
         """``c``, a lookup of ``B + X`` at statement ``index`` in loop
         ``header``, as a compare of ``X`` with the bytes from ``B`` to the end
-        of its allocation, when the loop never writes ``B`` (a 64-bit
-        register with one unguarded definition, outside the loop, dominating
-        the access) and makes no call.  The query right after ``B``'s
-        definition finds a live allocation of the launch's table holding
-        ``B`` or leaves 0 bytes (every access then takes the slow path, which
-        judges it as before); a device-heap block is never pinned, so no
-        ``free`` in the kernel can make the bytes stale.  An ``X`` that is
-        negative as a signed value compares as a huge unsigned one and takes
-        the slow path too."""
+        of its allocation (``_pinned_parts``); the base's query is placed
+        with the preheader code."""
+        parts = self._pinned_parts(c, header, index)
+        if parts is None:
+            return None
+        base, off, def_at = parts
+        self._pinned.setdefault(base, (def_at, set()))[1].add(c.end)
+        return Cond(Form.PINNED, off, base, 1, c.start, c.end)
+
+    def pinnable(self, c: Cond, index: int) -> bool:
+        """Whether the lookup condition ``c`` of the filter before top-level
+        statement ``index`` would be pinned (nothing is recorded)."""
+        header = self._loop_of(index)
+        return header is not None and self._preheader(header) is not None \
+            and self._pinned_parts(c, header, index) is not None
+
+    def _pinned_parts(self, c: Cond, header: int, index: int) -> tuple[str, str, int] | None:
+        """``(B, X, B's definition)`` when ``c`` looks up ``B + X`` in loop
+        ``header`` that never writes ``B`` (a 64-bit register with one
+        unguarded definition, outside the loop, dominating the access) and
+        makes no call.  The query right after ``B``'s definition finds a
+        live allocation of the launch's table holding ``B`` or leaves 0 bytes
+        (every access then takes the slow path, which judges it as before);
+        a device-heap block is never pinned, so no ``free`` in the kernel can
+        make the bytes stale.  An ``X`` that is negative as a signed value
+        compares as a huge unsigned one and takes the slow path too."""
         plan = self.plan
         if c.form is not Form.LOOKUP or c.reg is None or c.start < 0:
             return None
@@ -510,8 +527,7 @@ class LoopHoister:
             if plan.graph.block_of[def_at] in plan.loops[header] \
                     or def_at + 1 in self.inside_regions:
                 continue  # a region's slow copy would define the base without its query
-            self._pinned.setdefault(base, (def_at, set()))[1].add(c.end)
-            return Cond(Form.PINNED, off, base, 1, c.start, c.end)
+            return base, off, def_at
         return None
 
     def _premise(self, header: int) -> str:

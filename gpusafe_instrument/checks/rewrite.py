@@ -22,6 +22,7 @@ from ..nodes import (
     Label,
     Loc,
     Pragma,
+    Register,
     RegisterDecl,
     Statement,
     Variable,
@@ -94,6 +95,14 @@ class FunctionRewriter:
                 return self.em.emit(conds, slow, seed=seed)
             return self._emit_unit(unit, conds, slow, seed)
         if acc.mode is Mode.LOOKUP:
+            a = acc.access
+            if hoist and len(acc.path) == 1 and a.space in ("global", "generic") and a.width \
+                    and type(a.address.base) is Register and a.address.offset >= 0 \
+                    and plan.bits(a.address.base.name) == 64:
+                conds = cond.merge(plan, cond.conditions(plan, acc))
+                if any(self.hoister.pinnable(c, acc.path[0]) for c in conds):
+                    conds, seed = self.hoister.hoist(conds, acc.path[0])
+                    return self.em.emit(conds, slow, seed=seed)
             return self.em.lookup_filter(acc, slow)
         if acc.mode is Mode.ARGUMENT:
             return self.em.argument_filter(acc, slow)
