@@ -687,13 +687,14 @@ def pinned_query(em: Emitter, base: str, limits: dict[int, str]) -> list[Stateme
     warp = warp_collectives(em.plan.module)
     if warp:
         mask, leader = em.reg("wm", ".b32"), em.reg("wl", ".b32")
+        shared = em.label("pqs")
         out += [
             I("activemask.b32", mask),
             I("match.any.sync.b64", mid, base, mask),
-            I("bfind.u32", leader, mid),
+            I("bfind.u32", leader, mid),  # the highest peer's lane
             I("mov.u32", n, "%laneid"),
             I("setp.ne.u32", bad, n, leader),
-            I("bra", done, guard=ptx.Guard(bad)),
+            I("bra", shared, guard=ptx.Guard(bad)),
         ]
     out += [
         I("mov.u64", t, 0),
@@ -728,12 +729,13 @@ def pinned_query(em: Emitter, base: str, limits: dict[int, str]) -> list[Stateme
         ptx.Label(done),
     ]
     if warp:
-        halves = Vector((Register(first), Register(n)))
+        # one 32-bit shuffle: past 4 GiB from the base the slow path judges
         out += [
-            I("mov.b64", halves, t),
+            I("min.u64", t, t, 0xFFFFFFFF),
+            I("cvt.u32.u64", first, t),
+            ptx.Label(shared),
             I("shfl.sync.idx.b32", first, first, leader, 31, mask),
-            I("shfl.sync.idx.b32", n, n, leader, 31, mask),
-            I("mov.b64", t, halves),
+            I("cvt.u64.u32", t, first),
         ]
     for end, lim in limits.items():
         out.append(I("sub.u64", lim, t, max(end, 1) - 1))
