@@ -396,9 +396,9 @@ WHY = {
     "reduction": "the t < w steps are proven in bounds (checks/guards.py); s[t] is not "
                  "(blockDim is known only at launch)",
     "pointer-chasing gather": "every node address is loaded from memory: unknown "
-                              "provenance; a step's two loads share one compare against "
-                              "the lookup cache, and each thread's first lookup is a "
-                              "runtime call",
+                              "provenance; the list's base is looked up once per warp and "
+                              "list (a pinned lookup), then a step's two loads share one "
+                              "offset compare",
     "backprop (rodinia)": "the unrolled loop's column addresses are checked at the chain's "
                           "two ends (optimisation.Chain); the input row and the prologue "
                           "remain",

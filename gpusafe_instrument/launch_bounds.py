@@ -86,6 +86,17 @@ class _Evaluator:
             if a < 0 or step[0] < 0 or top + step[1] >= 1 << 31:
                 raise _Unproven
             return a, top
+        if op == "derive":
+            # a register stepped beside a loop counter (``launch_proof._derived``):
+            # X0 + S * k for the passes k the counter's exit compare allows
+            x0, step = self.interval(e[1]), self.interval(e[2])
+            i0, istep, bound = self.interval(e[3]), self.interval(e[4]), self.interval(e[5])
+            top = max(i0[1], bound[1] - 1)
+            if i0[0] < 0 or istep[0] < 1 or top + istep[1] >= 1 << 31:
+                raise _Unproven
+            k = max(0, (bound[1] - 1 - i0[0]) // istep[0])
+            ends = [x + s * n for x in x0 for s in step for n in (0, k)]
+            return _fits((min(ends), max(ends)), 32)
         if op == "trunc":
             return _fits(self.interval(e[1]), 32)
         if op == "hull":

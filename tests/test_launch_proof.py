@@ -407,3 +407,97 @@ def test_a_one_block_loop_entered_again_with_its_last_counter_is_not_proven(reps
                  ptx_text=AGAIN_PTX)
     assert o.device == o.oracle
     assert len(o.device) == (reps - 1) * 32
+
+
+TWICE = r"""
+extern "C" __global__ void twice(unsigned* bins, const unsigned char* data, int n, int nb)
+{
+    __shared__ unsigned local[256];
+    for (int b = threadIdx.x; b < FIRST; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&local[data[i]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) atomicAdd(&bins[b], local[b & 255]);
+}
+"""
+
+
+@pytest.mark.parametrize("first, nb, bad", [
+    (256, 256, 0),  # proven: both b loops start from threadIdx.x's one register
+    (257, 256, 1),  # the first loop clears one past local
+    (256, 260, 4),  # the last loop adds past bins
+])
+def test_a_loop_started_from_a_register_a_later_loop_counts_on_is_bounded(first, nb, bad):
+    # NVRTC keeps threadIdx.x in the last loop's counter, so the register the
+    # first loop starts from is written twice; only its first definition
+    # reaches that start
+    source = TWICE.replace("FIRST", str(first))
+    text = nvrtc_compile(source, "k.cu", "compute_75")
+    counted = [ln.split()[1].rstrip(",") for ln in text.splitlines()
+               if "%tid.x;" in ln and ln.split()[0] == "mov.u32"]
+    assert any(text.count(f"{r}, {r},") for r in counted)  # the counter is the tid register
+    o = run_both(source, "twice", (1, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(256, np.uint32)), Buf(np.arange(512, dtype=np.uint8)),
+                  np.int32(512), np.int32(nb)])
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    if not bad:
+        assert_same(o)
+        assert o.checked_instructions == o.plain_instructions
+
+
+STEPPED_PTX = """\
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry stepped(.param .u64 y, .param .u64 x, .param .u32 n, .param .u32 stride)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<9>;
+    .reg .f32 %f<3>;
+    ld.param.u64 %rd1, [y];
+    ld.param.u64 %rd2, [x];
+    ld.param.u32 %r1, [n];
+    ld.param.u32 %r2, [stride];
+    cvta.to.global.u64 %rd3, %rd2;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, 0;
+    mov.f32 %f1, 0f00000000;
+$LOOP:
+    mul.wide.s32 %rd4, %r3, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    ld.global.f32 %f2, [%rd5];
+    add.f32 %f1, %f1, %f2;
+    add.s32 %r3, %r3, %r2;
+    add.s32 %r4, %r4, 1;
+    setp.lt.s32 %p1, %r4, %r1;
+    @%p1 bra $LOOP;
+    cvta.to.global.u64 %rd6, %rd1;
+    mov.u32 %r5, %tid.x;
+    mul.wide.u32 %rd7, %r5, 4;
+    add.s64 %rd8, %rd6, %rd7;
+    st.global.f32 [%rd8], %f1;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("n, stride, bad", [
+    (8, 32, 0),  # proven: j = tid + 32 k reaches 255 in its 8th pass
+    (0, 32, 0),  # proven: the do-while's one pass
+    (9, 32, 32),  # the 9th pass reads x[256..287]
+    (2, -1, 1),  # thread 0's second pass reads x[-1]
+    (2, 2**31 - 1, 32),  # tid + INT_MAX wraps to a negative index (or is past x)
+])
+def test_a_register_stepped_beside_the_loop_counter_is_bounded_by_its_passes(n, stride, bad):
+    # matmul's tile loop steps its row and column indices beside its counter
+    o = run_both(None, "stepped", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.float32)), Buf(np.arange(256, dtype=np.float32)),
+                  np.int32(n), np.int32(stride)], ptx_text=STEPPED_PTX)
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    if not bad:
+        assert_same(o)
+        assert o.checked_instructions == o.plain_instructions

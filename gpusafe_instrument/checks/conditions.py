@@ -34,6 +34,12 @@ class Form(enum.Enum):
     """``reg`` is the offset from the variable ``root`` = (name, space, bits)."""
     LOOKUP = "lookup"
     """``reg + [start, end)`` leaves the last allocation the runtime found."""
+    PINNED = "pinned lookup"
+    """``reg`` is the offset from the loop-invariant register ``root`` whose
+    allocation one query before the loop found; ``reg + [start, end)``
+    leaves the bytes from ``root`` to the end of that allocation
+    (``optimisation.LoopHoister``: 2 instructions instead of the lookup
+    cache's 4)."""
     ALIGNMENT = "alignment"
     """``reg`` + ``root[0]`` (or the constant address ``root[1]`` when ``reg``
     is None) is not a multiple of ``align``."""

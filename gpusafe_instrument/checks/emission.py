@@ -10,6 +10,9 @@ access's out-of-line slow path when any of its conditions may hold:
   variable's extent (dynamic shared memory: the launch's dynamic shared size);
 * lookup: the address against a per-thread cache of the last allocation the
   runtime found (``uclo``/``uchi``);
+* pinned lookup: ``setp.ge.u64 p, X, L; @p bra slow``, ``X`` the offset from
+  a loop-invariant base and ``L`` what the base's query left for the
+  access's end (``optimisation.LoopHoister``);
 * alignment: ``and``/``setp.ne.or`` on the address.
 
 The :class:`Emitter` also owns the registers and labels the pass adds to a
@@ -112,6 +115,7 @@ class Emitter:
         self.label_n = 0
         self.var_forms: dict[tuple[str, str, int], str] = {}  # (var, space, bits) -> reg
         self.hoisted_limits: set[int] = set()  # slots whose limit the prologue loads
+        self.pinned: dict[tuple[str, int], str] = {}  # (base, end) -> its limit register
 
     def reg(self, name: str, type_: str) -> str:
         full = f"%__gs_{name}"
@@ -160,6 +164,14 @@ class Emitter:
         lim = self.reg(f"lim{slot}", ".b64")
         self.hoisted_limits.add(slot)
         return lim
+
+    def pinned_limit(self, base: str, end: int) -> str:
+        """The register holding how many offsets ``X`` from the pinned base
+        ``base`` keep ``[X, X + end)`` inside its allocation (its query sets it)."""
+        key = (base, end)
+        if key not in self.pinned:
+            self.pinned[key] = self.reg(f"pin{len(self.pinned)}", ".b64")
+        return self.pinned[key]
 
     # -- filters --------------------------------------------------------------
 
@@ -241,6 +253,8 @@ class Emitter:
                     out.append(I(f"add.u{bits}", t, c.reg, end))
                     setp("gt", bits, t, dyn)
                     setp("lt", bits, t, end - min(c.start, 0))
+            elif form is Form.PINNED:
+                setp("ge", 64, c.reg, self.pinned_limit(c.root, c.end))  # type: ignore[arg-type]
             elif form is Form.LOOKUP:
                 lo, hi = self.reg("uclo", ".b64"), self.reg("uchi", ".b64")
                 out.append(I("sub.u64", t64, hi, c.end))

@@ -247,6 +247,29 @@ class Guards:
                 return x.name
         return None
 
+    def sum_parts(self, reg: str, at: int) -> list[tuple[str, str, int]]:
+        """``(X, Y, d)`` for each way ``reg`` is ``X + Y`` at statement ``at``
+        (one unguarded 64-bit ``add`` defining it, dominating ``at``; ``X``
+        and ``Y`` each with one unguarded definition dominating that add,
+        ``X``'s at statement ``d``).  By the module docstring's argument, at
+        ``at`` both hold the values ``reg`` was made from, and ``X`` holds
+        the value its definition at ``d`` gave it."""
+        r = self._single(reg, at)
+        if r is None:
+            return []
+        def_at, st = r
+        if st.opcode not in ("add.s64", "add.u64") or len(st.operands) != 3:
+            return []
+        a, b = st.operands[1], st.operands[2]
+        out = []
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Register) and isinstance(y, Register) \
+                    and reg not in (x.name, y.name):
+                dx, dy = self._single(x.name, def_at), self._single(y.name, def_at)
+                if dx is not None and dy is not None:
+                    out.append((x.name, y.name, dx[0]))
+        return out
+
     def _multiple(self, reg: str, at: int, align: int) -> bool:
         """Whether every value ``reg`` can hold at ``at`` is a multiple of ``align``."""
         d = self._single(reg, at)

@@ -23,10 +23,13 @@ and every access checked.
 
 Why it is sound: every register in an expression has one unguarded
 definition dominating its reader (``Guards._single``), so where it is read it
-holds the value that definition computed from its operands; the one
-exception is the counter of a one-block loop read before its increment,
+holds the value that definition computed from its operands; the
+exceptions are a register whose other definitions cannot reach the reader
+(``_reaching``), the counter of a one-block loop read before its increment,
 whose every value the host bounds from its entry value, step and exit
-compare (``ranges``' argument, ``_induction``).  Each narrowing comes from a
+compare (``ranges``' argument, ``_induction``), and a 32-bit register that
+loop steps beside its counter, bounded through the passes the counter
+allows (``_derived``).  Each narrowing comes from a
 branch whose compare saw the value the access reads (the argument of
 ``guards``); a compare of ``x + K`` narrows ``x`` only where ``x + K``
 cannot wrap.  Every value is read as its register's signed value and the
@@ -37,8 +40,9 @@ negative, or where a compare no value satisfies (a value misread).
 
 What is not proven (the kernel has no proven entry): accesses with a lookup
 (unknown provenance), dynamic shared memory, local memory, registers written
-in a loop other than a one-block loop's counter (pointer inductions, loops
-of several blocks), a constant offset the analysis lost, kernels with calls,
+in a loop other than a one-block loop's counter and the 32-bit registers it
+steps beside it (pointer inductions, loops of several blocks), a constant
+offset the analysis lost, kernels with calls,
 ``brx.idx`` or nested scopes.
 """
 
@@ -123,6 +127,9 @@ class _Builder:
             return ["s", sreg, axis]
         d = self.guards._single(name, at)
         if d is None:
+            r = _reaching(self.guards, name, at if reader is None else reader)
+            if r is not None:  # no relation narrows it: a compare may have seen another value
+                return self._definition(name, r[0], r[1], at, relations, depth)
             return self._induction(name, at if reader is None else reader, at, relations,
                                    depth)
         e = self._definition(name, d[0], d[1], at, relations, depth)
@@ -143,39 +150,62 @@ class _Builder:
         g = self.guards
         header = g.graph.block_of[reader]
         shape = ranges.loop_shape(self.plan, header)
-        bb = g.graph.blocks[header]
-        if shape is None or shape.index != name or not reader < shape.inc_at:
+        if shape is not None and shape.index != name:
+            return self._derived(name, shape, header, reader, at, relations, depth)
+        if shape is None or not reader < shape.inc_at:
             raise NotProvable(f"{name} has no single dominating definition")
+        start = self._entry_value(name, header, at, relations, depth)
+        step = self.expr(_as_operand(shape.step), at, relations, depth + 1, 32)
+        bound = self.expr(_as_operand(shape.bound), at, relations, depth + 1, 32)
+        return ["induct", start, step, bound]
+
+    def _entry_value(self, name: str, header: int, at: int, relations, depth: int) -> Expr:
+        """The value register ``name`` enters the one-block loop ``header``
+        with: its one definition outside the loop, unguarded, dominating the
+        loop, which the loop cannot be entered again without passing."""
+        g = self.guards
+        bb = g.graph.blocks[header]
         outside = [i for i in g.defs.get(name, []) if not bb.start <= i < bb.end]
         if len(outside) != 1:
             raise NotProvable(f"{name}: not one entry value")
         p0 = outside[0]
         st = self.body[p0]
         if type(st) is not Instruction or st.guard is not None \
-                or not g._dominates(p0, bb.start) or self._reentered(header, p0):
+                or not g._dominates(p0, bb.start) or _reentered(g, header, p0):
             raise NotProvable(f"{name}: entry value")
-        start = self._definition(name, p0, st, at, relations, depth + 1)
-        step = self.expr(_as_operand(shape.step), at, relations, depth + 1, 32)
-        bound = self.expr(_as_operand(shape.bound), at, relations, depth + 1, 32)
-        return ["induct", start, step, bound]
+        return self._definition(name, p0, st, at, relations, depth + 1)
 
-    def _reentered(self, header: int, p0: int) -> bool:
-        """Whether the loop ``header`` can be entered again after it exits
-        without passing statement ``p0`` (its counter's entry value): an
-        outer loop would then start it from where it stopped."""
-        graph = self.guards.graph
-        home = graph.block_of[p0]
-        seen: set[int] = set()
-        todo = [b for b in graph.blocks[header].successors if b != header]
-        while todo:
-            b = todo.pop()
-            if b == header:
-                return True
-            if b in seen or b == home:  # entering p0's block runs p0
-                continue
-            seen.add(b)
-            todo.extend(graph.blocks[b].successors)
-        return False
+    def _derived(self, name: str, shape, header: int, reader: int, at: int, relations,
+                 depth: int) -> Expr:
+        """A register ``X`` the one-block loop ``header`` steps beside its
+        counter ``I`` (``X += S`` once in the loop, ``S`` not written in it),
+        read before its increment: in the loop's ``k``-th pass (from 0) it is
+        ``X0 + S * k``, and a ``k``-th pass with ``k > 0`` means the exit
+        compare saw ``I0 + s * k < N``.  The host bounds ``k`` by
+        ``(N - 1 - I0) / s`` under ``induct``'s premises (``s >= 1`` here: a
+        zero step would not bound the passes) and ``X`` by the hull of
+        ``X0 + S * [0, k]``, which must fit 32 bits (no step wrapped)."""
+        g = self.guards
+        bb = g.graph.blocks[header]
+        inside = [i for i in g.defs.get(name, []) if bb.start <= i < bb.end]
+        if len(inside) != 1 or not reader < inside[0]:
+            raise NotProvable(f"{name}: not stepped once in the loop, after its reads")
+        inc = self.body[inside[0]]
+        if type(inc) is not Instruction or inc.guard is not None or inc.opcode != "add.s32" \
+                or len(inc.operands) != 3:
+            raise NotProvable(f"{name}: step")
+        a, b = inc.operands[1], inc.operands[2]
+        step_op = b if isinstance(a, Register) and a.name == name else \
+            a if isinstance(b, Register) and b.name == name else None
+        if step_op is None or (isinstance(step_op, Register) and any(
+                bb.start <= i < bb.end for i in g.defs.get(step_op.name, []))):
+            raise NotProvable(f"{name}: step")
+        x0 = self._entry_value(name, header, at, relations, depth)
+        step = self.expr(step_op, at, relations, depth + 1, 32)
+        i0 = self._entry_value(shape.index, header, at, relations, depth)
+        istep = self.expr(_as_operand(shape.step), at, relations, depth + 1, 32)
+        bound = self.expr(_as_operand(shape.bound), at, relations, depth + 1, 32)
+        return ["derive", x0, step, i0, istep, bound]
 
     def _definition(self, name: str, def_at: int, st: Instruction, at: int, relations,
                     depth: int) -> Expr:
@@ -444,6 +474,61 @@ class _Builder:
         a, b = (Immediate.integer(_signed(_imm(o), bits)) if _imm(o) is not None else o
                 for o in setp.operands[1:])
         return a, cmp, b, unsigned, setp_at
+
+
+def _reaching(g: Guards, name: str, reader: int) -> tuple[int, Instruction] | None:
+    """The one definition of ``name`` (written more than once) that the
+    read at statement ``reader`` can see: an unguarded instruction
+    dominating the reader, with the reader reachable from no other
+    definition.  Some definition ran before the read (that one dominates
+    it), and the last to run was that one: any other would have a path
+    to the reader.  (A histogram's ``b = threadIdx.x`` loop starts from
+    ``threadIdx.x``, whose register a later loop counts on.)"""
+    defs = g.defs.get(name, [])
+    if len(defs) < 2:
+        return None
+    for d0 in defs:
+        st = g.body[d0]
+        if type(st) is Instruction and st.guard is None and g._dominates(d0, reader) \
+                and not any(_reaches(g, d, reader) for d in defs if d != d0):
+            return d0, st
+    return None
+
+def _reaches(g: Guards, i: int, j: int) -> bool:
+    """Whether some path runs from statement ``i`` to statement ``j``."""
+    graph = g.graph
+    bi, bj = graph.block_of[i], graph.block_of[j]
+    if bi == bj and i < j:
+        return True
+    seen: set[int] = set()
+    todo = list(graph.blocks[bi].successors)
+    while todo:
+        b = todo.pop()
+        if b == bj:
+            return True
+        if b not in seen:
+            seen.add(b)
+            todo.extend(graph.blocks[b].successors)
+    return False
+
+
+def _reentered(g: Guards, header: int, p0: int) -> bool:
+    """Whether the loop ``header`` can be entered again after it exits
+    without passing statement ``p0`` (its counter's entry value): an
+    outer loop would then start it from where it stopped."""
+    graph = g.graph
+    home = graph.block_of[p0]
+    seen: set[int] = set()
+    todo = [b for b in graph.blocks[header].successors if b != header]
+    while todo:
+        b = todo.pop()
+        if b == header:
+            return True
+        if b in seen or b == home:  # entering p0's block runs p0
+            continue
+        seen.add(b)
+        todo.extend(graph.blocks[b].successors)
+    return False
 
 
 def _as_operand(x: str | int) -> Register | Immediate:

@@ -27,6 +27,7 @@ from .conditions import Cond, Form
 from .emission import Emitter, I
 from .planning import Access, FunctionPlan, Mode
 from .ranges import all_defs
+from .slow_path import pinned_query
 
 
 @dataclass(eq=False)
@@ -365,6 +366,8 @@ class LoopHoister:
         self._innermost: dict[int, int] | None = None  # block -> its innermost loop's header
         self._ranges: dict[tuple[int, str], str] = {}  # (loop, offset register) -> its bound
         self._setup: dict[int, list[Statement]] = {}  # loop -> code computing the bounds
+        self._pinned: dict[str, tuple[int, set[int]]] = {}  # base -> (its definition, ends)
+        self.inside_regions: set[int] = set()  # statements a region's slow copy repeats
 
     def _loop_of(self, index: int) -> int | None:
         """The innermost loop (its header block) holding top-level statement ``index``."""
@@ -441,10 +444,13 @@ class LoopHoister:
             if bounded is not None:
                 hoist.extend(bounded)
                 self.plan.stats.removed["induction-range"] += 1
-            else:
-                keep.append(c)
+                continue
+            pinned = self._pin(c, header, index)
+            if pinned is not None:
+                self.plan.stats.removed["pinned-lookup"] += 1
+            keep.append(pinned or c)
         if not hoist:
-            return conds, None
+            return keep, None
         pred = self.emitter.reg(f"inv{header}", ".pred")
         self._invariant.setdefault(header, (at, pred, []))[2].extend(hoist)
         self.plan.stats.removed["hoisted-out-of-loop"] += len(hoist)
@@ -476,6 +482,54 @@ class LoopHoister:
             return [Cond(c.form, top, c.root, c.align, c.start, c.end)]
         return None
 
+    def _pin(self, c: Cond, header: int, index: int) -> Cond | None:
+        """``c``, a lookup of ``B + X`` at statement ``index`` in loop
+        ``header``, as a compare of ``X`` with the bytes from ``B`` to the end
+        of its allocation (``_pinned_parts``); the base's query is placed
+        with the preheader code."""
+        parts = self._pinned_parts(c, header, index)
+        if parts is None:
+            return None
+        base, off, def_at = parts
+        self._pinned.setdefault(base, (def_at, set()))[1].add(c.end)
+        return Cond(Form.PINNED, off, base, 1, c.start, c.end)
+
+    def pinnable(self, c: Cond, index: int) -> bool:
+        """Whether the lookup condition ``c`` of the filter before top-level
+        statement ``index`` would be pinned (nothing is recorded)."""
+        header = self._loop_of(index)
+        return header is not None and self._preheader(header) is not None \
+            and self._pinned_parts(c, header, index) is not None
+
+    def _pinned_parts(self, c: Cond, header: int, index: int) -> tuple[str, str, int] | None:
+        """``(B, X, B's definition)`` when ``c`` looks up ``B + X`` in loop
+        ``header`` that never writes ``B`` (a 64-bit register with one
+        unguarded definition, outside the loop, dominating the access) and
+        makes no call.  The query right after ``B``'s definition finds a
+        live allocation of the launch's table holding ``B`` or leaves 0 bytes
+        (every access then takes the slow path, which judges it as before);
+        a device-heap block is never pinned, so no ``free`` in the kernel can
+        make the bytes stale.  An ``X`` that is negative as a signed value
+        compares as a huge unsigned one and takes the slow path too."""
+        plan = self.plan
+        if c.form is not Form.LOOKUP or c.reg is None or c.start < 0:
+            return None
+        written = self._loop_defs(header)
+        body = plan.fn.body
+        assert body is not None
+        if any(type(body[i]) is Instruction and body[i].op == "call"  # type: ignore[union-attr]
+               for b in plan.loops[header]
+               for i in range(plan.graph.blocks[b].start, plan.graph.blocks[b].end)):
+            return None
+        for base, off, def_at in plan.guards().sum_parts(c.reg, index):
+            if base in written or plan.bits(base) != 64 or plan.bits(off) != 64:
+                continue
+            if plan.graph.block_of[def_at] in plan.loops[header] \
+                    or def_at + 1 in self.inside_regions:
+                continue  # a region's slow copy would define the base without its query
+            return base, off, def_at
+        return None
+
     def _premise(self, header: int) -> str:
         """The predicate the range arguments of loop ``header`` set when
         their premises fail (ORed into the loop's predicate)."""
@@ -488,8 +542,12 @@ class LoopHoister:
         self._setup.setdefault(header, []).extend(code(fresh))
 
     def preheader_code(self) -> dict[int, list[Statement]]:
-        """Statement index -> the invariant checks to insert before it."""
+        """Statement index -> the invariant checks to insert before it (and
+        the queries of pinned bases, right after each base's definition)."""
         out: dict[int, list[Statement]] = {}
+        for base, (def_at, ends) in self._pinned.items():
+            limits = {e: self.emitter.pinned_limit(base, e) for e in sorted(ends)}
+            out.setdefault(def_at + 1, []).extend(pinned_query(self.emitter, base, limits))
         for header, (at, pred, conds) in self._invariant.items():
             setup = self._setup.get(header, [])
             seed = self.emitter.reg(f"rng{header}", ".pred") if setup else None

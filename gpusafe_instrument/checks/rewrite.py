@@ -22,6 +22,7 @@ from ..nodes import (
     Label,
     Loc,
     Pragma,
+    Register,
     RegisterDecl,
     Statement,
     Variable,
@@ -94,6 +95,14 @@ class FunctionRewriter:
                 return self.em.emit(conds, slow, seed=seed)
             return self._emit_unit(unit, conds, slow, seed)
         if acc.mode is Mode.LOOKUP:
+            a = acc.access
+            if hoist and len(acc.path) == 1 and a.space in ("global", "generic") and a.width \
+                    and type(a.address.base) is Register and a.address.offset >= 0 \
+                    and plan.bits(a.address.base.name) == 64:
+                conds = cond.merge(plan, cond.conditions(plan, acc))
+                if any(self.hoister.pinnable(c, acc.path[0]) for c in conds):
+                    conds, seed = self.hoister.hoist(conds, acc.path[0])
+                    return self.em.emit(conds, slow, seed=seed)
             return self.em.lookup_filter(acc, slow)
         if acc.mode is Mode.ARGUMENT:
             return self.em.argument_filter(acc, slow)
@@ -305,6 +314,10 @@ class FunctionRewriter:
         assert body is not None
         plan.launch_proof = launch_proof(plan) if plan.kernel else None
         units, grouped = self._units()
+        for u in units:
+            if u.region:
+                self.hoister.inside_regions.update(
+                    range(u.accesses[0].path[0] + 1, u.accesses[-1].path[0] + 1))
         unit_of = {id(u.accesses[0]): u for u in units if not u.region}
         single = [acc for acc in plan.accesses
                   if acc.mode not in UNCHECKED_MODES and id(acc) not in grouped]

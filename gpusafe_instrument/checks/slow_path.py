@@ -645,3 +645,100 @@ def _record(em: Emitter, acc: Access, addr: str, kind: str,
     out.append(I("atom.add.u32", i, Address(Register(buf), _BUFFER("dropped")), 1))
     out.append(ptx.Label(done))
     return out
+
+
+def warp_collectives(module) -> bool:
+    """Whether ``module``'s code may use ``activemask``/``match.sync``
+    (PTX ISA 6.2 on sm_70 or later)."""
+    version, target = module.version, module.target
+    if version is None or target is None or version.number < (6, 2):
+        return False
+    sm = next((t for t in target.targets if t.startswith("sm_")), "")
+    digits = "".join(ch for ch in sm[3:] if ch.isdigit())
+    return bool(digits) and int(digits) >= 70
+
+
+def pinned_query(em: Emitter, base: str, limits: dict[int, str]) -> list[Statement]:
+    """The query of a pinned base (``optimisation.LoopHoister``), run right
+    after ``base`` is defined: the bytes from ``base`` to the end of the live
+    allocation of the launch's table holding it (binary search, as
+    ``_global_lookup``), 0 when there is none (a freed allocation, a
+    device-heap block, no allocation); then for each access end ``e`` its
+    limit ``limits[e]``: how many offsets ``X`` keep ``[X, X + e)`` in those
+    bytes, 0 when none does.  It records nothing: the accesses it lets
+    through are in bounds, and the others take their slow paths, which judge
+    and record them as before.
+
+    Where the module may use warp collectives, the lanes that arrive
+    together (``activemask``) and hold the same base (``match.any``) query it
+    once: the highest of them searches and ``shfl.sync`` gives its answer to
+    the others (a warp whose 32 threads follow 4 lists searches 4 times, not
+    32).  No lane leaves between the match and the shuffle, so every lane of
+    the mask reaches the shuffle."""
+    ctx = em.ctx()
+    lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+    state, bad = em.reg("state", ".b32"), em.reg("bad", ".pred")
+    tp, ep, t = em.reg("tp", ".b64"), em.reg("ep", ".b64"), em.reg("span", ".b64")
+    first, n, mid = em.reg("bl", ".b32"), em.reg("bn", ".b32"), em.reg("bm", ".b32")
+    loop, found, done = em.label("pq"), em.label("pqd"), em.label("pqe")
+    entry = layout.ALLOCATION_ENTRY
+    ctxf = layout.LAUNCH_CONTEXT.offset
+    out: list[Statement] = []
+    warp = warp_collectives(em.plan.module)
+    if warp:
+        mask, leader = em.reg("wm", ".b32"), em.reg("wl", ".b32")
+        shared = em.label("pqs")
+        out += [
+            I("activemask.b32", mask),
+            I("match.any.sync.b64", mid, base, mask),
+            I("bfind.u32", leader, mid),  # the highest peer's lane
+            I("mov.u32", n, "%laneid"),
+            I("setp.ne.u32", bad, n, leader),
+            I("bra", shared, guard=ptx.Guard(bad)),
+        ]
+    out += [
+        I("mov.u64", t, 0),
+        em.load_ctx(),
+        I("ld.global.u64", tp, Address(Register(ctx), ctxf("table"))),
+        I("ld.global.u32", n, Address(Register(ctx), ctxf("table_len"))),
+        I("mov.u32", first, 0),
+        ptx.Label(loop),  # first entry with base > the pinned base in [first, n)
+        I("setp.ge.u32", bad, first, n),
+        I("bra", found, guard=ptx.Guard(bad)),
+        I("add.u32", mid, first, n),
+        I("shr.u32", mid, mid, 1),
+        I("mad.wide.u32", ep, mid, entry.size, tp),
+        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
+        I("setp.le.u64", bad, lo, base),
+        I("add.u32", first, mid, 1, guard=ptx.Guard(bad)),
+        I("mov.u32", n, mid, guard=ptx.Guard(bad, True)),
+        I("bra.uni", loop),
+        ptx.Label(found),
+        I("setp.eq.u32", bad, first, 0),
+        I("bra", done, guard=ptx.Guard(bad)),
+        I("sub.u32", first, first, 1),
+        I("mad.wide.u32", ep, first, entry.size, tp),
+        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
+        I("ld.global.u64", size, Address(Register(ep), entry.offset("size"))),
+        I("ld.global.u32", state, Address(Register(ep), entry.offset("state"))),
+        I("sub.u64", t, base, lo),
+        I("setp.ge.u64", bad, t, size),
+        I("setp.ne.or.u32", bad, state, layout.ALLOC_LIVE, bad),
+        I("sub.u64", t, size, t),
+        I("mov.u64", t, 0, guard=ptx.Guard(bad)),
+        ptx.Label(done),
+    ]
+    if warp:
+        # one 32-bit shuffle: past 4 GiB from the base the slow path judges
+        out += [
+            I("min.u64", t, t, 0xFFFFFFFF),
+            I("cvt.u32.u64", first, t),
+            ptx.Label(shared),
+            I("shfl.sync.idx.b32", first, first, leader, 31, mask),
+            I("cvt.u64.u32", t, first),
+        ]
+    for end, lim in limits.items():
+        out.append(I("sub.u64", lim, t, max(end, 1) - 1))
+        out.append(I("setp.lt.u64", bad, t, max(end, 1)))
+        out.append(I("mov.u64", lim, 0, guard=ptx.Guard(bad)))
+    return out
