@@ -25,6 +25,7 @@ import ctypes
 import hashlib
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,9 @@ class Stats:
 
 STATS = Stats()
 _CACHE: dict[str, Compiled | Unsupported] = {}
+_TEXTS: dict[int, str] = {}
+"""Each decoded kernel's text by its identity: a launch of a kernel
+met before skips walking its body (a launch's fixed cost; the hash is cheap)."""
 _TARGET: list[Any] = []
 
 
@@ -262,11 +266,12 @@ def _atomics_are_atomic(function: nodes.Function, ir: str) -> bool:
     return ir.count(" atomicrmw ") + ir.count(" cmpxchg ") >= atomics
 
 
-def compile_function(function: nodes.Function) -> Compiled:
+def compile_function(function: nodes.Function, holder: Any = None) -> Compiled:
     """Machine code for a kernel, from this process's cache or the disk cache
     (:mod:`.cache`) when its PTX was compiled before; raises
-    :class:`Unsupported` (cached in the process) outside the slice."""
-    text = _function_text(function)
+    :class:`Unsupported` (cached in the process) outside the slice.
+    ``holder`` (the decoded kernel) keeps the kernel's text for its next launch."""
+    text = _text_of(function, holder)
     key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
@@ -274,6 +279,35 @@ def compile_function(function: nodes.Function) -> Compiled:
         if isinstance(hit, Unsupported):
             raise hit
         return hit
+    compiled = _CACHE[key] = _compile_text(function, text, key)
+    return compiled
+
+
+def _text_of(function: nodes.Function, holder: Any) -> str:
+    """The kernel's text, kept as long as ``holder`` lives (the parsed
+    function has slots: no weak reference to it)."""
+    if holder is None:
+        return _function_text(function)
+    text = _TEXTS.get(id(holder))
+    if text is None:
+        text = _TEXTS[id(holder)] = _function_text(function)
+        weakref.finalize(holder, _TEXTS.pop, id(holder), None)
+    return text
+
+
+def in_disk_cache(code: Any) -> bool:
+    """Whether the decoded kernel's object code is in the disk cache (not
+    read: the entry is verified when it is loaded, and a damaged one compiles
+    again)."""
+    if not jitcache.enabled():
+        return False
+    text = _text_of(code.function, code)
+    return jitcache.has(jitcache.entry_key(_COMPILER_HASH, text, _target_machine().triple))
+
+
+def _compile_text(function: nodes.Function, text: str, key: str) -> Compiled:
+    """A miss of the process's cache: the disk cache, or lower and compile
+    (an :class:`Unsupported` answer is cached under ``key`` too)."""
     start = time.perf_counter()
     tm = _target_machine()
     disk_key = jitcache.entry_key(_COMPILER_HASH, text, tm.triple)
@@ -300,7 +334,6 @@ def compile_function(function: nodes.Function) -> Compiled:
     shared_keys = tuple(tuple(k) if isinstance(k, list) else k for k in meta["shared_keys"])
     compiled = Compiled(engine, run, seconds, meta["sites"], meta["frame_slots"], shared_keys,
                         meta["local_size"], meta["parallel"])
-    _CACHE[key] = compiled
     return compiled
 
 
@@ -457,7 +490,7 @@ def run(launch: Launch) -> None:
         reason = why_not(launch)
         if reason is not None:
             raise Unsupported(reason)
-        compiled = compile_function(launch.code.function)
+        compiled = compile_function(launch.code.function, launch.code)
         buffers = _BlockBuffers(launch, compiled)
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))
