@@ -10,6 +10,10 @@ from gpusafe_instrument import nodes
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
 
+_INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
+"""cvt's rounding to an integer (float to int), as LLVM intrinsics; the
+conversion after it saturates and gives 0 for NaN, as the interpreter's."""
+
 _WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
             "local": LOCAL_WINDOW}
 
@@ -162,22 +166,24 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def _shift(self, instr: nodes.Instruction, op: str) -> None:
+        """The amount is a u32 compared with the width before it is narrowed
+        (``shr.u16 r, a, 65536`` gives 0, as in the interpreter): amounts of
+        the width or more give 0, or the sign fill for ``shr.s``."""
         mods, t = split_type(instr)
-        if mods or t.startswith("f") or t == "pred":
+        if mods or t.startswith("f") or t == "pred" or BITS[t] < 16:
             raise self.fail("form")
         d, a, b = instr.operands
         w = BITS[t]
         va = self.read(a, t)
-        amount = self.adapt(self.read(b, "u32"), 32, w, False) if w != 32 else self.read(b, "u32")
-        if w < 32:
-            raise self.fail("shift of a sub-32-bit type")
+        amount32 = self.read(b, "u32")
         big = self.new()
-        self.emit(f"{big} = icmp uge i{w} {amount}, {w}")
+        self.emit(f"{big} = icmp uge i32 {amount32}, {w}")
+        clamped = self.new()
+        self.emit(f"{clamped} = select i1 {big}, i32 {w - 1}, i32 {amount32}")
+        amount = self.adapt(clamped, 32, w, False) if w != 32 else clamped
         out = self.new()
         if op == "ashr":
-            clamped = self.new()
-            self.emit(f"{clamped} = select i1 {big}, i{w} {w - 1}, i{w} {amount}")
-            self.emit(f"{out} = ashr i{w} {va}, {clamped}")
+            self.emit(f"{out} = ashr i{w} {va}, {amount}")
         else:
             raw = self.new()
             self.emit(f"{raw} = {op} i{w} {va}, {amount}")
@@ -198,6 +204,62 @@ class AluLowering(Values):
         d, a = instr.operands
         out = self.new()
         self.emit(f"{out} = sub {llvm_type(t)} 0, {self.read(a, t)}")
+        self.write(d, t, out)
+
+    def _count_bits(self, instr: nodes.Instruction, intrinsic: str) -> None:
+        """``popc``/``clz`` of a b32/b64: a u32 (``clz`` of 0 is the width)."""
+        mods, t = split_type(instr)
+        if mods or t not in ("b32", "b64"):
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        self.intrinsics.add(f"declare i{w} @llvm.{intrinsic}.i{w}(i{w}, i1)"
+                            if intrinsic == "ctlz" else
+                            f"declare i{w} @llvm.{intrinsic}.i{w}(i{w})")
+        out = self.new()
+        flag = ", i1 false" if intrinsic == "ctlz" else ""
+        self.emit(f"{out} = call i{w} @llvm.{intrinsic}.i{w}(i{w} {self.read(a, t)}{flag})")
+        self.write(d, "u32", self.adapt(out, w, 32, False))
+
+    def op_popc(self, instr: nodes.Instruction) -> None:
+        self._count_bits(instr, "ctpop")
+
+    def op_clz(self, instr: nodes.Instruction) -> None:
+        self._count_bits(instr, "ctlz")
+
+    def op_brev(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods or t not in ("b32", "b64"):
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        self.intrinsics.add(f"declare i{w} @llvm.bitreverse.i{w}(i{w})")
+        out = self.new()
+        self.emit(f"{out} = call i{w} @llvm.bitreverse.i{w}(i{w} {self.read(a, t)})")
+        self.write(d, t, out)
+
+    def op_abs(self, instr: nodes.Instruction) -> None:
+        """Integer ``abs`` (the most negative value stays itself) and float
+        ``abs`` without ``.ftz``: the sign bit cleared, a NaN's payload kept,
+        as the interpreter does."""
+        mods, t = split_type(instr)
+        if mods or t not in ("s16", "s32", "s64", "f32", "f64"):
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        out = self.new()
+        if t.startswith("f"):
+            bits = self.new()
+            self.emit(f"{bits} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}")
+            cleared = self.new()
+            self.emit(f"{cleared} = and i{w} {bits}, {(1 << (w - 1)) - 1}")
+            self.emit(f"{out} = bitcast i{w} {cleared} to {llvm_type(t)}")
+        else:
+            va = self.read(a, t)
+            negative, negated = self.new(), self.new()
+            self.emit(f"{negative} = icmp slt i{w} {va}, 0")
+            self.emit(f"{negated} = sub i{w} 0, {va}")
+            self.emit(f"{out} = select i1 {negative}, i{w} {negated}, i{w} {va}")
         self.write(d, t, out)
 
     def _minmax(self, instr: nodes.Instruction, pick: str) -> None:
@@ -288,8 +350,14 @@ class AluLowering(Values):
             op = "sitofp" if st.startswith("s") else "uitofp"
             self.emit(f"{out} = {op} {llvm_type(st)} {v} to {llvm_type(dt)}")
         elif sf and not df:
-            if rest != ["rzi"]:
+            if len(rest) != 1 or rest[0] not in _INT_ROUNDING:
                 raise self.fail(f"modifiers {rest}")
+            if rest[0] != "rzi":  # rounded in the source type: exact, then converted
+                fn = f"llvm.{_INT_ROUNDING[rest[0]]}.{llvm_type(st)}"
+                rounded = self.new()
+                self.emit(f"{rounded} = call {llvm_type(st)} @{fn}({llvm_type(st)} {v})")
+                self.intrinsics.add(f"declare {llvm_type(st)} @{fn}({llvm_type(st)})")
+                v = rounded
             sign = "si" if dt.startswith("s") else "ui"
             self.emit(f"{out} = call {llvm_type(dt)} @llvm.fpto{sign}.sat.{llvm_type(dt)}.{llvm_type(st)}"
                       f"({llvm_type(st)} {v})")
