@@ -323,7 +323,7 @@ extern "C" __global__ void bits(unsigned int* out, const unsigned int* u,
     unsigned int a = u[i], s = u[(i + 5) % n];
     unsigned long long w = v[i];
     unsigned short h = (unsigned short)a, r16;
-    unsigned int r[18];
+    unsigned int r[28];
     asm("shr.u16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
     r[0] = r16;
     asm("shr.s16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
@@ -359,16 +359,39 @@ extern "C" __global__ void bits(unsigned int* out, const unsigned int* u,
     unsigned long long b;
     asm("brev.b64 %0, %1;" : "=l"(b) : "l"(w));
     r[17] = (unsigned int)b ^ (unsigned int)(b >> 40);
-    for (int k = 0; k < 18; ++k) out[i * 18 + k] = r[k];
+    float fq;
+    asm("div.rn.f32 %0, %1, %2;" : "=f"(fq) : "f"(f), "f"(__uint_as_float(s)));
+    r[18] = __float_as_uint(fq);
+    asm("div.full.f32 %0, %1, %2;" : "=f"(fq) : "f"(f), "f"(__uint_as_float(s)));
+    r[19] = __float_as_uint(fq);
+    double gq;
+    asm("div.rn.f64 %0, %1, %2;" : "=d"(gq) : "d"(g), "d"(__longlong_as_double(v[(i + 7) % n])));
+    r[20] = (unsigned int)__double_as_longlong(gq) ^ (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("sqrt.rn.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[21] = __float_as_uint(fq);
+    asm("sqrt.approx.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[22] = __float_as_uint(fq);
+    asm("rcp.rn.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[23] = __float_as_uint(fq);
+    asm("sqrt.rn.f64 %0, %1;" : "=d"(gq) : "d"(g));
+    r[24] = (unsigned int)__double_as_longlong(gq) ^ (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("rcp.rn.f64 %0, %1;" : "=d"(gq) : "d"(g));
+    r[25] = (unsigned int)__double_as_longlong(gq) ^ (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("neg.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[26] = __float_as_uint(fq);
+    asm("neg.f64 %0, %1;" : "=d"(gq) : "d"(g));
+    r[27] = (unsigned int)(__double_as_longlong(gq) >> 32);
+    for (int k = 0; k < 28; ++k) out[i * 28 + k] = r[k];
 }
 """
 
 
 def test_sub_word_shifts_bit_counts_and_abs_are_bit_identical(monkeypatch):
     """Shift amounts of a 16-bit shift are compared as u32 before narrowing
-    (65536 shifts everything out); clz of 0 is the width; abs keeps a NaN's
-    payload and leaves the most negative integer as it is; cvt.rni/rmi/rpi
-    round (ties to even), saturate and give 0 for NaN."""
+    (65536 shifts everything out); clz of 0 is the width; abs and neg keep a
+    NaN's payload and leaves the most negative integer as it is; cvt.rni/rmi/rpi
+    round (ties to even), saturate and give 0 for NaN; float division is
+    correctly rounded with the canonical NaN."""
     n = 64
     rng = np.random.default_rng(11)
     u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
@@ -378,8 +401,8 @@ def test_sub_word_shifts_bit_counts_and_abs_are_bit_identical(monkeypatch):
                 0x4F800000, 0x3F000000]  # 1.5, 2.5, -1.5, -2.5, 2^31, < -2^31, 2^32, 0.5
     v = (u.astype(np.uint64) << np.uint64(32)) | np.roll(u, 3).astype(np.uint64)
     v[:4] = [0, 1, 0x8000000000000000, 0x7FF8000000000001]
-    out = _same(BITOPS, "bits", (2, 1, 1), (32, 1, 1), [np.zeros(n * 18, np.uint32), u, v],
-                struct.pack("<i", n), monkeypatch)[0].reshape(n, 18)
+    out = _same(BITOPS, "bits", (2, 1, 1), (32, 1, 1), [np.zeros(n * 28, np.uint32), u, v],
+                struct.pack("<i", n), monkeypatch)[0].reshape(n, 28)
     assert out[0, 5] == 32  # clz(0)
     assert list(out[1, :3]) == [0, 0, 0]  # 1 shifted by 65536: not a shift by 0
     assert list(out[16:20, 12]) == [2, 2, 2**32 - 2, 2**32 - 2]  # ties to even

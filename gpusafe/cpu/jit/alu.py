@@ -199,8 +199,11 @@ class AluLowering(Values):
 
     def op_neg(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
+        if not mods and t in ("f32", "f64"):
+            self._sign_bit(instr, t, "xor")
+            return
         if mods or not t.startswith("s"):
-            raise self.fail("only integer neg")
+            raise self.fail("only integer neg and float neg without .ftz")
         d, a = instr.operands
         out = self.new()
         self.emit(f"{out} = sub {llvm_type(t)} 0, {self.read(a, t)}")
@@ -238,6 +241,36 @@ class AluLowering(Values):
         self.emit(f"{out} = call i{w} @llvm.bitreverse.i{w}(i{w} {self.read(a, t)})")
         self.write(d, t, out)
 
+    def _rounded_unary(self, instr: nodes.Instruction) -> tuple[str, str] | None:
+        """(type, operand) of ``sqrt``/``rcp`` in the forms the interpreter
+        rounds correctly: ``.rn`` (f32, f64) and ``.approx.f32`` (computed in
+        f64 and rounded once, which for these two is the correctly rounded
+        f32); None for other forms (``.ftz``, other roundings)."""
+        mods, t = split_type(instr)
+        if t not in ("f32", "f64") or mods not in (["rn"], ["approx"] if t == "f32" else []):
+            return None
+        return t, self.read(instr.operands[1], t)
+
+    def op_sqrt(self, instr: nodes.Instruction) -> None:
+        form = self._rounded_unary(instr)
+        if form is None:
+            raise self.fail("form")
+        t, v = form
+        lt = llvm_type(t)
+        self.intrinsics.add(f"declare {lt} @llvm.sqrt.{lt}({lt})")
+        out = self.new()
+        self.emit(f"{out} = call {lt} @llvm.sqrt.{lt}({lt} {v})")
+        self.write(instr.operands[0], t, self.canon(out, t))
+
+    def op_rcp(self, instr: nodes.Instruction) -> None:
+        form = self._rounded_unary(instr)
+        if form is None:
+            raise self.fail("form")
+        t, v = form
+        out = self.new()
+        self.emit(f"{out} = fdiv {llvm_type(t)} 1.0, {v}")
+        self.write(instr.operands[0], t, self.canon(out, t))
+
     def op_abs(self, instr: nodes.Instruction) -> None:
         """Integer ``abs`` (the most negative value stays itself) and float
         ``abs`` without ``.ftz``: the sign bit cleared, a NaN's payload kept,
@@ -245,21 +278,29 @@ class AluLowering(Values):
         mods, t = split_type(instr)
         if mods or t not in ("s16", "s32", "s64", "f32", "f64"):
             raise self.fail("form")
+        if t.startswith("f"):
+            self._sign_bit(instr, t, "and")
+            return
         d, a = instr.operands
         w = BITS[t]
         out = self.new()
-        if t.startswith("f"):
-            bits = self.new()
-            self.emit(f"{bits} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}")
-            cleared = self.new()
-            self.emit(f"{cleared} = and i{w} {bits}, {(1 << (w - 1)) - 1}")
-            self.emit(f"{out} = bitcast i{w} {cleared} to {llvm_type(t)}")
-        else:
-            va = self.read(a, t)
-            negative, negated = self.new(), self.new()
-            self.emit(f"{negative} = icmp slt i{w} {va}, 0")
-            self.emit(f"{negated} = sub i{w} 0, {va}")
-            self.emit(f"{out} = select i1 {negative}, i{w} {negated}, i{w} {va}")
+        va = self.read(a, t)
+        negative, negated = self.new(), self.new()
+        self.emit(f"{negative} = icmp slt i{w} {va}, 0")
+        self.emit(f"{negated} = sub i{w} 0, {va}")
+        self.emit(f"{out} = select i1 {negative}, i{w} {negated}, i{w} {va}")
+        self.write(d, t, out)
+
+    def _sign_bit(self, instr: nodes.Instruction, t: str, op: str) -> None:
+        """Float ``abs`` (``and``: the sign cleared) and ``neg`` (``xor``: flipped)
+        on the bits, a NaN's payload kept, as the interpreter does."""
+        d, a = instr.operands
+        w = BITS[t]
+        mask = (1 << (w - 1)) - 1 if op == "and" else -(1 << (w - 1))
+        bits, changed, out = self.new(), self.new(), self.new()
+        self.emit(f"{bits} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}")
+        self.emit(f"{changed} = {op} i{w} {bits}, {mask}")
+        self.emit(f"{out} = bitcast i{w} {changed} to {llvm_type(t)}")
         self.write(d, t, out)
 
     def _minmax(self, instr: nodes.Instruction, pick: str) -> None:
@@ -377,8 +418,12 @@ class AluLowering(Values):
         (so INT_MIN / -1 is INT_MIN, with no LLVM poison), all ones for a zero
         divisor."""
         mods, t = split_type(instr)
+        if not rem and t in ("f32", "f64") and mods in (["rn"], ["full"] if t == "f32" else []):
+            # correctly rounded (the interpreter computes div.full so too)
+            self._arith_float(instr, "fdiv", [], t)
+            return
         if mods or t[0] not in "su":
-            raise self.fail("only integer div/rem")
+            raise self.fail("only integer div/rem, float div.rn and div.full.f32")
         d, a, b = instr.operands
         ty = llvm_type(t)
         va, vb = self.read(a, t), self.read(b, t)
