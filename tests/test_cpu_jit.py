@@ -323,7 +323,7 @@ extern "C" __global__ void bits(unsigned int* out, const unsigned int* u,
     unsigned int a = u[i], s = u[(i + 5) % n];
     unsigned long long w = v[i];
     unsigned short h = (unsigned short)a, r16;
-    unsigned int r[28];
+    unsigned int r[33];
     asm("shr.u16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
     r[0] = r16;
     asm("shr.s16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
@@ -381,7 +381,12 @@ extern "C" __global__ void bits(unsigned int* out, const unsigned int* u,
     r[26] = __float_as_uint(fq);
     asm("neg.f64 %0, %1;" : "=d"(gq) : "d"(g));
     r[27] = (unsigned int)(__double_as_longlong(gq) >> 32);
-    for (int k = 0; k < 28; ++k) out[i * 28 + k] = r[k];
+    asm("bfind.u32 %0, %1;" : "=r"(r[28]) : "r"(a));
+    asm("bfind.shiftamt.s32 %0, %1;" : "=r"(r[29]) : "r"((int)a));
+    asm("bfind.s64 %0, %1;" : "=r"(r[30]) : "l"((long long)w));
+    asm("sad.s32 %0, %1, %2, %3;" : "=r"(r[31]) : "r"((int)a), "r"((int)s), "r"(r[3]));
+    asm("sad.u32 %0, %1, %2, %3;" : "=r"(r[32]) : "r"(a), "r"(s), "r"(0xFFFFFFF0u));
+    for (int k = 0; k < 33; ++k) out[i * 33 + k] = r[k];
 }
 """
 
@@ -401,8 +406,9 @@ def test_sub_word_shifts_bit_counts_and_abs_are_bit_identical(monkeypatch):
                 0x4F800000, 0x3F000000]  # 1.5, 2.5, -1.5, -2.5, 2^31, < -2^31, 2^32, 0.5
     v = (u.astype(np.uint64) << np.uint64(32)) | np.roll(u, 3).astype(np.uint64)
     v[:4] = [0, 1, 0x8000000000000000, 0x7FF8000000000001]
-    out = _same(BITOPS, "bits", (2, 1, 1), (32, 1, 1), [np.zeros(n * 28, np.uint32), u, v],
-                struct.pack("<i", n), monkeypatch)[0].reshape(n, 28)
+    out = _same(BITOPS, "bits", (2, 1, 1), (32, 1, 1), [np.zeros(n * 33, np.uint32), u, v],
+                struct.pack("<i", n), monkeypatch)[0].reshape(n, 33)
     assert out[0, 5] == 32  # clz(0)
     assert list(out[1, :3]) == [0, 0, 0]  # 1 shifted by 65536: not a shift by 0
     assert list(out[16:20, 12]) == [2, 2, 2**32 - 2, 2**32 - 2]  # ties to even
+    assert out[0, 28] == 0xFFFFFFFF and out[1, 28] == 0 and out[8, 29] == 0xFFFFFFFF
