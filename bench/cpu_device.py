@@ -12,7 +12,9 @@ thread-instructions per second, the numpy time (best of several runs) and
 the ratio of the two. Results are checked against numpy before anything is
 printed, so a wrong answer is never timed.
 
-Each workload then runs again with ``GPUSAFE_CPU_ENGINE=jit``
+The interpreter's columns run with ``GPUSAFE_CPU_ENGINE=interp`` (the
+default, ``auto``, would compile these launches).  Each workload then runs
+again with ``GPUSAFE_CPU_ENGINE=jit``
 (:mod:`gpusafe.cpu.jit`): the JIT columns give a warm launch (compiled code
 cached), the first launch in brackets (lowering and compiling included) and
 the warm time's ratio to numpy, checked against numpy too; a kernel the JIT
@@ -147,7 +149,7 @@ def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) 
         one = min(launch(), launch())
         verify()
     finally:
-        del os.environ["GPUSAFE_CPU_ENGINE"]
+        os.environ["GPUSAFE_CPU_ENGINE"] = "interp"
         os.environ.pop("GPUSAFE_CPU_THREADS", None)
         if threads is not None:
             os.environ["GPUSAFE_CPU_THREADS"] = threads
@@ -301,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         sizes = dict(vec=1 << 14, mat=64, red=1 << 14, hist=1 << 14)
 
+    os.environ["GPUSAFE_CPU_ENGINE"] = "interp"  # the interpreter's columns; the JIT's below
     check(cuda.cuInit(0))
     dev = check(cuda.cuDeviceGet(0))
     A = cuda.CUdevice_attribute

@@ -312,3 +312,103 @@ def test_scoped_asm_blocks_and_setp_with_a_boolean_op(monkeypatch):
     c = a > 0
     p, q = t | c, ~t | c
     assert np.array_equal(out[0], np.where(q, np.where(p, 3, 4), np.where(p, 1, 2)))
+
+
+BITOPS = r"""
+extern "C" __global__ void bits(unsigned int* out, const unsigned int* u,
+                                const unsigned long long* v, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int a = u[i], s = u[(i + 5) % n];
+    unsigned long long w = v[i];
+    unsigned short h = (unsigned short)a, r16;
+    unsigned int r[33];
+    asm("shr.u16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
+    r[0] = r16;
+    asm("shr.s16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
+    r[1] = r16;
+    asm("shl.b16 %0, %1, %2;" : "=h"(r16) : "h"(h), "r"(s));
+    r[2] = r16;
+    asm("popc.b32 %0, %1;" : "=r"(r[3]) : "r"(a));
+    asm("popc.b64 %0, %1;" : "=r"(r[4]) : "l"(w));
+    asm("clz.b32 %0, %1;" : "=r"(r[5]) : "r"(a));
+    asm("clz.b64 %0, %1;" : "=r"(r[6]) : "l"(w));
+    float f = __uint_as_float(a), fa;
+    asm("abs.f32 %0, %1;" : "=f"(fa) : "f"(f));
+    r[7] = __float_as_uint(fa);
+    double g = __longlong_as_double((long long)w), ga;
+    asm("abs.f64 %0, %1;" : "=d"(ga) : "d"(g));
+    r[8] = (unsigned int)(__double_as_longlong(ga) >> 32);
+    int ia;
+    asm("abs.s32 %0, %1;" : "=r"(ia) : "r"((int)a));
+    r[9] = (unsigned int)ia;
+    short sa;
+    asm("abs.s16 %0, %1;" : "=h"(sa) : "h"((short)h));
+    r[10] = (unsigned short)sa;
+    long long la;
+    asm("abs.s64 %0, %1;" : "=l"(la) : "l"((long long)w));
+    r[11] = (unsigned int)la ^ (unsigned int)(la >> 32);
+    asm("cvt.rni.s32.f32 %0, %1;" : "=r"(r[12]) : "f"(f));
+    asm("cvt.rmi.s32.f32 %0, %1;" : "=r"(r[13]) : "f"(f));
+    asm("cvt.rpi.u32.f32 %0, %1;" : "=r"(r[14]) : "f"(f));
+    long long q;
+    asm("cvt.rni.s64.f64 %0, %1;" : "=l"(q) : "d"(g));
+    r[15] = (unsigned int)q ^ (unsigned int)(q >> 32);
+    asm("brev.b32 %0, %1;" : "=r"(r[16]) : "r"(a));
+    unsigned long long b;
+    asm("brev.b64 %0, %1;" : "=l"(b) : "l"(w));
+    r[17] = (unsigned int)b ^ (unsigned int)(b >> 40);
+    float fq;
+    asm("div.rn.f32 %0, %1, %2;" : "=f"(fq) : "f"(f), "f"(__uint_as_float(s)));
+    r[18] = __float_as_uint(fq);
+    asm("div.full.f32 %0, %1, %2;" : "=f"(fq) : "f"(f), "f"(__uint_as_float(s)));
+    r[19] = __float_as_uint(fq);
+    double gq;
+    asm("div.rn.f64 %0, %1, %2;" : "=d"(gq) : "d"(g), "d"(__longlong_as_double(v[(i + 7) % n])));
+    r[20] = (unsigned int)__double_as_longlong(gq) ^ (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("sqrt.rn.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[21] = __float_as_uint(fq);
+    asm("sqrt.approx.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[22] = __float_as_uint(fq);
+    asm("rcp.rn.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[23] = __float_as_uint(fq);
+    asm("sqrt.rn.f64 %0, %1;" : "=d"(gq) : "d"(g));
+    r[24] = (unsigned int)__double_as_longlong(gq) ^ (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("rcp.rn.f64 %0, %1;" : "=d"(gq) : "d"(g));
+    r[25] = (unsigned int)__double_as_longlong(gq) ^ (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("neg.f32 %0, %1;" : "=f"(fq) : "f"(f));
+    r[26] = __float_as_uint(fq);
+    asm("neg.f64 %0, %1;" : "=d"(gq) : "d"(g));
+    r[27] = (unsigned int)(__double_as_longlong(gq) >> 32);
+    asm("bfind.u32 %0, %1;" : "=r"(r[28]) : "r"(a));
+    asm("bfind.shiftamt.s32 %0, %1;" : "=r"(r[29]) : "r"((int)a));
+    asm("bfind.s64 %0, %1;" : "=r"(r[30]) : "l"((long long)w));
+    asm("sad.s32 %0, %1, %2, %3;" : "=r"(r[31]) : "r"((int)a), "r"((int)s), "r"(r[3]));
+    asm("sad.u32 %0, %1, %2, %3;" : "=r"(r[32]) : "r"(a), "r"(s), "r"(0xFFFFFFF0u));
+    for (int k = 0; k < 33; ++k) out[i * 33 + k] = r[k];
+}
+"""
+
+
+def test_sub_word_shifts_bit_counts_and_abs_are_bit_identical(monkeypatch):
+    """Shift amounts of a 16-bit shift are compared as u32 before narrowing
+    (65536 shifts everything out); clz of 0 is the width; abs and neg keep a
+    NaN's payload and leaves the most negative integer as it is; cvt.rni/rmi/rpi
+    round (ties to even), saturate and give 0 for NaN; float division is
+    correctly rounded with the canonical NaN."""
+    n = 64
+    rng = np.random.default_rng(11)
+    u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    u[:16] = [0, 1, 15, 16, 17, 31, 65536, 65551, 0xFFFFFFFF, 0x80000000, 0x7FC00001,
+              0xFFC12345, 0x8000, 0x7FFF, 0xFFFF8000, 0x00800000]
+    u[16:24] = [0x3FC00000, 0x40200000, 0xBFC00000, 0xC0200000, 0x4F000000, 0xCF000001,
+                0x4F800000, 0x3F000000]  # 1.5, 2.5, -1.5, -2.5, 2^31, < -2^31, 2^32, 0.5
+    v = (u.astype(np.uint64) << np.uint64(32)) | np.roll(u, 3).astype(np.uint64)
+    v[:4] = [0, 1, 0x8000000000000000, 0x7FF8000000000001]
+    out = _same(BITOPS, "bits", (2, 1, 1), (32, 1, 1), [np.zeros(n * 33, np.uint32), u, v],
+                struct.pack("<i", n), monkeypatch)[0].reshape(n, 33)
+    assert out[0, 5] == 32  # clz(0)
+    assert list(out[1, :3]) == [0, 0, 0]  # 1 shifted by 65536: not a shift by 0
+    assert list(out[16:20, 12]) == [2, 2, 2**32 - 2, 2**32 - 2]  # ties to even
+    assert out[0, 28] == 0xFFFFFFFF and out[1, 28] == 0 and out[8, 29] == 0xFFFFFFFF

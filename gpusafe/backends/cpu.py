@@ -70,8 +70,10 @@ class CpuBackend:
         return self.driver.last_error_detail()
 
     def notes(self) -> list[str]:
-        """The kernels the JIT (``GPUSAFE_CPU_ENGINE=jit``) left to the
-        interpreter: never silent, though the results are the same."""
+        """The kernels the JIT was asked to run and left to the interpreter
+        (any kernel under ``GPUSAFE_CPU_ENGINE=jit``, a launch worth compiling
+        under the default ``auto``): never silent, though the results are the
+        same.  A kernel ``auto`` chose to interpret is not named."""
         return [f"kernel {kernel} ran on the CPU device's interpreter, not its JIT: {reason}"
                 for kernel, reason in INTERPRETED.items()]
 

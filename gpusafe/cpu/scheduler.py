@@ -95,13 +95,14 @@ address see the values a sequential execution gives.
 
 from __future__ import annotations
 
-import os
+import time
 from typing import Any
 
 import numpy as np
 
 from .errors import DeviceError
 from .frames import ALL, BAR, CALL, CALLING, DONE, NO_PC, RUN, WARP, Chunk, Frame, Launch
+from .jit import tiers
 from .memory import LOCAL_STACK_BASE
 
 MAX_CHUNK_LANES = 1 << 18
@@ -325,29 +326,45 @@ def release_barriers(fr: Frame, force: bool) -> bool:
 
 
 INTERPRETED: dict[str, str] = {}
-"""Kernels the JIT was asked for and left to the interpreter, with the first
-reason: the report names them (:meth:`gpusafe.backends.cpu.CpuBackend.notes`)."""
+"""Kernels the JIT was asked for (``GPUSAFE_CPU_ENGINE=jit``, or ``auto`` for a
+launch worth compiling) and left to the interpreter, with the first reason:
+the report names them (:meth:`gpusafe.backends.cpu.CpuBackend.notes`)."""
 
 
 def run_launch(launch: Launch) -> None:
-    """Run every block of a launch, a chunk of blocks at a time (or all in
-    compiled code with ``GPUSAFE_CPU_ENGINE=jit``, when the JIT covers the
-    kernel: :mod:`gpusafe.cpu.jit`); a
-    cooperative launch (one with a grid workspace) in a single chunk, so that
-    every block is resident while another waits at a grid-wide barrier (the
-    driver refused a grid larger than the device holds at once)."""
-    if os.environ.get("GPUSAFE_CPU_ENGINE") == "jit":
+    """Run a launch in compiled code or on the interpreter, as
+    ``GPUSAFE_CPU_ENGINE`` says: ``auto`` (the default) compiles the kernels
+    whose work pays for it (:mod:`gpusafe.cpu.jit.tiers`), ``jit`` every
+    kernel, ``interp`` none; a kernel the JIT does not cover runs on the
+    interpreter, with the same results."""
+    engine = tiers.engine()
+    if engine == "jit" or (engine == "auto" and tiers.worth_compiling(launch)):
         from .jit.engine import run as run_compiled
         from .jit.lower import Unsupported
 
         try:
             run_compiled(launch)
             launch.engine_note = "jit"
+            tiers.ran_compiled(launch)
             return
         except Unsupported as e:
             # nothing ran yet: the interpreter runs the launch, and says why
             launch.engine_note = f"interpreter: {e}"
             INTERPRETED.setdefault(launch.kernel, str(e))
+    elif engine == "auto":
+        launch.engine_note = tiers.why_interpreted(launch)
+    start = time.perf_counter()
+    try:
+        interpret(launch)
+    finally:
+        tiers.interpreted(launch, time.perf_counter() - start)
+
+
+def interpret(launch: Launch) -> None:
+    """Run every block of a launch on the interpreter, a chunk of blocks at a
+    time; a cooperative launch (one with a grid workspace) in a single chunk,
+    so that every block is resident while another waits at a grid-wide
+    barrier (the driver refused a grid larger than the device holds at once)."""
     code = launch.code
     tpb = launch.tpb
     gx, gy, gz = launch.grid

@@ -1,4 +1,5 @@
-"""The CPU device's compiled engine (opt-in: ``GPUSAFE_CPU_ENGINE=jit``).
+"""The CPU device's compiled engine (the default ``GPUSAFE_CPU_ENGINE=auto`` compiles
+the kernels whose work pays for it, :mod:`.tiers`; ``jit`` every kernel).
 
 :mod:`.lower` turns a PTX kernel into LLVM IR, :mod:`.engine` compiles it
 with llvmlite and runs a whole launch in one call.  A kernel outside what the

@@ -10,6 +10,10 @@ from gpusafe_instrument import nodes
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
 
+_INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
+"""cvt's rounding to an integer (float to int), as LLVM intrinsics; the
+conversion after it saturates and gives 0 for NaN, as the interpreter's."""
+
 _WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
             "local": LOCAL_WINDOW}
 
@@ -162,22 +166,24 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def _shift(self, instr: nodes.Instruction, op: str) -> None:
+        """The amount is a u32 compared with the width before it is narrowed
+        (``shr.u16 r, a, 65536`` gives 0, as in the interpreter): amounts of
+        the width or more give 0, or the sign fill for ``shr.s``."""
         mods, t = split_type(instr)
-        if mods or t.startswith("f") or t == "pred":
+        if mods or t.startswith("f") or t == "pred" or BITS[t] < 16:
             raise self.fail("form")
         d, a, b = instr.operands
         w = BITS[t]
         va = self.read(a, t)
-        amount = self.adapt(self.read(b, "u32"), 32, w, False) if w != 32 else self.read(b, "u32")
-        if w < 32:
-            raise self.fail("shift of a sub-32-bit type")
+        amount32 = self.read(b, "u32")
         big = self.new()
-        self.emit(f"{big} = icmp uge i{w} {amount}, {w}")
+        self.emit(f"{big} = icmp uge i32 {amount32}, {w}")
+        clamped = self.new()
+        self.emit(f"{clamped} = select i1 {big}, i32 {w - 1}, i32 {amount32}")
+        amount = self.adapt(clamped, 32, w, False) if w != 32 else clamped
         out = self.new()
         if op == "ashr":
-            clamped = self.new()
-            self.emit(f"{clamped} = select i1 {big}, i{w} {w - 1}, i{w} {amount}")
-            self.emit(f"{out} = ashr i{w} {va}, {clamped}")
+            self.emit(f"{out} = ashr i{w} {va}, {amount}")
         else:
             raw = self.new()
             self.emit(f"{raw} = {op} i{w} {va}, {amount}")
@@ -190,15 +196,6 @@ class AluLowering(Values):
     def op_shr(self, instr: nodes.Instruction) -> None:
         _, t = split_type(instr)
         self._shift(instr, "ashr" if t.startswith("s") else "lshr")
-
-    def op_neg(self, instr: nodes.Instruction) -> None:
-        mods, t = split_type(instr)
-        if mods or not t.startswith("s"):
-            raise self.fail("only integer neg")
-        d, a = instr.operands
-        out = self.new()
-        self.emit(f"{out} = sub {llvm_type(t)} 0, {self.read(a, t)}")
-        self.write(d, t, out)
 
     def _minmax(self, instr: nodes.Instruction, pick: str) -> None:
         mods, t = split_type(instr)
@@ -288,8 +285,14 @@ class AluLowering(Values):
             op = "sitofp" if st.startswith("s") else "uitofp"
             self.emit(f"{out} = {op} {llvm_type(st)} {v} to {llvm_type(dt)}")
         elif sf and not df:
-            if rest != ["rzi"]:
+            if len(rest) != 1 or rest[0] not in _INT_ROUNDING:
                 raise self.fail(f"modifiers {rest}")
+            if rest[0] != "rzi":  # rounded in the source type: exact, then converted
+                fn = f"llvm.{_INT_ROUNDING[rest[0]]}.{llvm_type(st)}"
+                rounded = self.new()
+                self.emit(f"{rounded} = call {llvm_type(st)} @{fn}({llvm_type(st)} {v})")
+                self.intrinsics.add(f"declare {llvm_type(st)} @{fn}({llvm_type(st)})")
+                v = rounded
             sign = "si" if dt.startswith("s") else "ui"
             self.emit(f"{out} = call {llvm_type(dt)} @llvm.fpto{sign}.sat.{llvm_type(dt)}.{llvm_type(st)}"
                       f"({llvm_type(st)} {v})")
@@ -309,8 +312,12 @@ class AluLowering(Values):
         (so INT_MIN / -1 is INT_MIN, with no LLVM poison), all ones for a zero
         divisor."""
         mods, t = split_type(instr)
+        if not rem and t in ("f32", "f64") and mods in (["rn"], ["full"] if t == "f32" else []):
+            # correctly rounded (the interpreter computes div.full so too)
+            self._arith_float(instr, "fdiv", [], t)
+            return
         if mods or t[0] not in "su":
-            raise self.fail("only integer div/rem")
+            raise self.fail("only integer div/rem, float div.rn and div.full.f32")
         d, a, b = instr.operands
         ty = llvm_type(t)
         va, vb = self.read(a, t), self.read(b, t)

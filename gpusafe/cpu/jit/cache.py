@@ -74,6 +74,11 @@ def _digest(meta: str, code: bytes) -> str:
     return hashlib.sha256(meta.encode() + b"\0" + code).hexdigest()
 
 
+def has(key: str) -> bool:
+    """Whether an entry for ``key`` exists (not verified: :func:`load` does)."""
+    return enabled() and (cache_dir() / f"{key}.o").is_file()
+
+
 def load(key: str) -> tuple[bytes, dict] | None:
     """The cached (object code, metadata) for ``key``, or None."""
     if not enabled():

@@ -4,7 +4,8 @@ The compiled ``@kernel`` runs a range of blocks (:mod:`.blocks`);
 a ctypes call into it releases the GIL, so block ranges called from a pool
 of threads run on several cores at once.  Each range gets what compiled code
 writes besides device memory: its own copy of ``ctx`` with its own segment
-hints (``@resolve`` stores the segment it found, per access site), its own
+hints (``@resolve`` stores the segment it found, per access site: start,
+end, pointer), its own
 instruction counter and its own Python callback with its own error slot.
 
 Only kernels whose blocks do not talk to each other except through atomics
@@ -91,7 +92,7 @@ def run_ranges(call: Callable[[np.ndarray, np.ndarray, int, int], int],
         own = ctx.copy()
         owner, address = make_slow()
         own[4] = address
-        hints = np.zeros(max(sites, 1), np.uint64)
+        hints = np.zeros(4 * max(sites, 1), np.uint64)  # start, end, pointer, pad
         own[5] = hints.ctypes.data
         count = np.zeros(1, np.uint64)
         status = call(own, count, first, last)

@@ -6,8 +6,10 @@ warp-synchronous instruction (:mod:`.regions`, :mod:`.warps`), then the next
 thread, in rounds until every thread has finished.  Ranges of blocks run on
 several OS threads (:mod:`.cores`).
 
-Global accesses call ``@resolve``: a binary search of the arena's segment
-table (start, end, bytes) built at the launch.  Anything the table does not
+Global accesses call ``@resolve``: the segment the access site hit last
+(its start, end and bytes, kept per site in the range's hints: one cache
+line, two loads and a compare on a hit), else a binary search of the arena's
+segment table (start, end, bytes) built at the launch.  Anything the table does not
 answer (a misaligned address, an address outside every segment with bytes,
 a generic address in the param window) and any bad shared or local access
 calls back into Python, which gives the bytes or records the error the
@@ -25,6 +27,7 @@ import ctypes
 import hashlib
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,24 +54,11 @@ define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %ki
 entry:
   %hp = getelementptr i64, ptr %ctx, i64 5
   %hints = load ptr, ptr %hp
-  %hslot = getelementptr i64, ptr %hints, i64 %site
-  %h = load i64, ptr %hslot
-  %nohint = icmp eq i64 %h, 0
-  br i1 %nohint, label %miss, label %try
-try:
-  %i = sub i64 %h, 1
-  %sp = getelementptr i64, ptr %ctx, i64 1
-  %starts = load ptr, ptr %sp
-  %sip = getelementptr i64, ptr %starts, i64 %i
-  %s = load i64, ptr %sip
-  %ep = getelementptr i64, ptr %ctx, i64 2
-  %ends = load ptr, ptr %ep
-  %eip = getelementptr i64, ptr %ends, i64 %i
-  %e = load i64, ptr %eip
-  %pp = getelementptr i64, ptr %ctx, i64 3
-  %ptrs = load ptr, ptr %pp
-  %pip = getelementptr ptr, ptr %ptrs, i64 %i
-  %p = load ptr, ptr %pip
+  %slot = mul i64 %site, 4
+  %sp = getelementptr i64, ptr %hints, i64 %slot
+  %s = load i64, ptr %sp
+  %ep = getelementptr i64, ptr %sp, i64 1
+  %e = load i64, ptr %ep
   %m = sub i64 %width, 1
   %mis = and i64 %addr, %m
   %last = add i64 %addr, %width
@@ -81,6 +71,8 @@ try:
   %o3 = or i1 %o1, %o2
   br i1 %o3, label %miss, label %ok
 ok:
+  %pp = getelementptr i64, ptr %sp, i64 2
+  %p = load ptr, ptr %pp
   %off = sub i64 %addr, %s
   %r = getelementptr i8, ptr %p, i64 %off
   ret ptr %r
@@ -96,22 +88,10 @@ entry:
   %m = sub i64 %width, 1
   %mis = and i64 %addr, %m
   %aligned = icmp eq i64 %mis, 0
+  br i1 %aligned, label %search, label %slow
+search:
   %sp = getelementptr i64, ptr %ctx, i64 1
   %starts = load ptr, ptr %sp
-  %ep = getelementptr i64, ptr %ctx, i64 2
-  %ends = load ptr, ptr %ep
-  %pp = getelementptr i64, ptr %ctx, i64 3
-  %ptrs = load ptr, ptr %pp
-  %hp = getelementptr i64, ptr %ctx, i64 5
-  %hints = load ptr, ptr %hp
-  %hslot = getelementptr i64, ptr %hints, i64 %site
-  %h = load i64, ptr %hslot
-  %nohint = icmp eq i64 %h, 0
-  br i1 %aligned, label %hinted, label %slow
-hinted:
-  %hi0 = sub i64 %h, 1
-  br i1 %nohint, label %search, label %check
-search:
   %n = load i64, ptr %ctx
   br label %loop
 loop:
@@ -131,13 +111,13 @@ body:
   br label %loop
 found:
   %none = icmp eq i64 %lo, 0
-  %fi = sub i64 %lo, 1
   br i1 %none, label %slow, label %check
 check:
-  %i = phi i64 [%hi0, %hinted], [%fi, %found]
-  %fromhint = phi i1 [true, %hinted], [false, %found]
+  %i = sub i64 %lo, 1
   %sip = getelementptr i64, ptr %starts, i64 %i
   %s = load i64, ptr %sip
+  %ep = getelementptr i64, ptr %ctx, i64 2
+  %ends = load ptr, ptr %ep
   %eip = getelementptr i64, ptr %ends, i64 %i
   %e = load i64, ptr %eip
   %last = add i64 %addr, %width
@@ -146,16 +126,23 @@ check:
   %wrap = icmp ult i64 %last, %addr
   %out1 = or i1 %over, %wrap
   %out = or i1 %out1, %below
+  %pp = getelementptr i64, ptr %ctx, i64 3
+  %ptrs = load ptr, ptr %pp
   %pip = getelementptr ptr, ptr %ptrs, i64 %i
   %p = load ptr, ptr %pip
   %null = icmp eq ptr %p, null
   %miss = or i1 %out, %null
-  br i1 %miss, label %missed, label %ok
-missed:
-  br i1 %fromhint, label %search, label %slow
+  br i1 %miss, label %slow, label %ok
 ok:
-  %i1 = add i64 %i, 1
-  store i64 %i1, ptr %hslot
+  %hp = getelementptr i64, ptr %ctx, i64 5
+  %hints = load ptr, ptr %hp
+  %slot = mul i64 %site, 4
+  %hs = getelementptr i64, ptr %hints, i64 %slot
+  store i64 %s, ptr %hs
+  %he = getelementptr i64, ptr %hs, i64 1
+  store i64 %e, ptr %he
+  %hpp = getelementptr i64, ptr %hs, i64 2
+  store ptr %p, ptr %hpp
   %off = sub i64 %addr, %s
   %r = getelementptr i8, ptr %p, i64 %off
   ret ptr %r
@@ -200,6 +187,9 @@ class Stats:
 
 STATS = Stats()
 _CACHE: dict[str, Compiled | Unsupported] = {}
+_TEXTS: dict[int, str] = {}
+"""Each decoded kernel's text by its identity: a launch of a kernel
+met before skips walking its body (a launch's fixed cost; the hash is cheap)."""
 _TARGET: list[Any] = []
 
 
@@ -262,11 +252,12 @@ def _atomics_are_atomic(function: nodes.Function, ir: str) -> bool:
     return ir.count(" atomicrmw ") + ir.count(" cmpxchg ") >= atomics
 
 
-def compile_function(function: nodes.Function) -> Compiled:
+def compile_function(function: nodes.Function, holder: Any = None) -> Compiled:
     """Machine code for a kernel, from this process's cache or the disk cache
     (:mod:`.cache`) when its PTX was compiled before; raises
-    :class:`Unsupported` (cached in the process) outside the slice."""
-    text = _function_text(function)
+    :class:`Unsupported` (cached in the process) outside the slice.
+    ``holder`` (the decoded kernel) keeps the kernel's text for its next launch."""
+    text = _text_of(function, holder)
     key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
@@ -274,6 +265,35 @@ def compile_function(function: nodes.Function) -> Compiled:
         if isinstance(hit, Unsupported):
             raise hit
         return hit
+    compiled = _CACHE[key] = _compile_text(function, text, key)
+    return compiled
+
+
+def _text_of(function: nodes.Function, holder: Any) -> str:
+    """The kernel's text, kept as long as ``holder`` lives (the parsed
+    function has slots: no weak reference to it)."""
+    if holder is None:
+        return _function_text(function)
+    text = _TEXTS.get(id(holder))
+    if text is None:
+        text = _TEXTS[id(holder)] = _function_text(function)
+        weakref.finalize(holder, _TEXTS.pop, id(holder), None)
+    return text
+
+
+def in_disk_cache(code: Any) -> bool:
+    """Whether the decoded kernel's object code is in the disk cache (not
+    read: the entry is verified when it is loaded, and a damaged one compiles
+    again)."""
+    if not jitcache.enabled():
+        return False
+    text = _text_of(code.function, code)
+    return jitcache.has(jitcache.entry_key(_COMPILER_HASH, text, _target_machine().triple))
+
+
+def _compile_text(function: nodes.Function, text: str, key: str) -> Compiled:
+    """A miss of the process's cache: the disk cache, or lower and compile
+    (an :class:`Unsupported` answer is cached under ``key`` too)."""
     start = time.perf_counter()
     tm = _target_machine()
     disk_key = jitcache.entry_key(_COMPILER_HASH, text, tm.triple)
@@ -300,7 +320,6 @@ def compile_function(function: nodes.Function) -> Compiled:
     shared_keys = tuple(tuple(k) if isinstance(k, list) else k for k in meta["shared_keys"])
     compiled = Compiled(engine, run, seconds, meta["sites"], meta["frame_slots"], shared_keys,
                         meta["local_size"], meta["parallel"])
-    _CACHE[key] = compiled
     return compiled
 
 
@@ -457,7 +476,7 @@ def run(launch: Launch) -> None:
         reason = why_not(launch)
         if reason is not None:
             raise Unsupported(reason)
-        compiled = compile_function(launch.code.function)
+        compiled = compile_function(launch.code.function, launch.code)
         buffers = _BlockBuffers(launch, compiled)
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))

@@ -17,13 +17,14 @@ from gpusafe_instrument import nodes
 from .access import MemoryLowering
 from .alu import AluLowering
 from .regions import BarrierLowering, live_at
+from .unary import UnaryLowering
 from .values import BITS, Unsupported
 from .warps import WarpLowering
 
 __all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
-class _Lowerer(AluLowering, MemoryLowering, BarrierLowering, WarpLowering):
+class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------

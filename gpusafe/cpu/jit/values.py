@@ -303,13 +303,17 @@ class Values:
         self.emit(f"store i{have} {value}, ptr {slot}")
 
     def canon(self, value: str, t: str) -> str:
-        """The GPU's canonical NaN for f32 results, as the interpreter gives."""
+        """The GPU's canonical NaN for f32 results, as the interpreter gives.
+
+        Tested on the bits: LLVM may fold ``select (fcmp uno x), NaN, x`` to
+        ``x`` (any NaN may stand for another in its semantics), and did so
+        after ``llvm.sqrt``, which left x86's default NaN (0xffc00000)."""
         if t != "f32":
             return value
-        isnan = self.new()
-        self.emit(f"{isnan} = fcmp uno float {value}, 0.0")
-        nan = self.new()
-        self.emit(f"{nan} = bitcast i32 {CANONICAL_NAN_F32} to float")
-        out = self.new()
-        self.emit(f"{out} = select i1 {isnan}, float {nan}, float {value}")
+        bits, magnitude, isnan, chosen, out = (self.new() for _ in range(5))
+        self.emit(f"{bits} = bitcast float {value} to i32")
+        self.emit(f"{magnitude} = and i32 {bits}, 2147483647")
+        self.emit(f"{isnan} = icmp ugt i32 {magnitude}, 2139095040")
+        self.emit(f"{chosen} = select i1 {isnan}, i32 {CANONICAL_NAN_F32}, i32 {bits}")
+        self.emit(f"{out} = bitcast i32 {chosen} to float")
         return out

@@ -1,0 +1,163 @@
+"""Unary and bit-counting instructions of the JIT's lowering: ``neg``/``abs``,
+``popc``/``clz``/``brev``/``bfind``, ``sad``, correctly rounded ``sqrt`` and
+``rcp``, each with the interpreter's results (:mod:`gpusafe.cpu.alu`)."""
+
+from __future__ import annotations
+
+from gpusafe_instrument import nodes
+
+from .values import BITS, Values, llvm_type, split_type
+
+
+class UnaryLowering(Values):
+    """``op_<opcode>`` for the instructions above (a mixin of the lowering)."""
+
+    def op_neg(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if not mods and t in ("f32", "f64"):
+            self._sign_bit(instr, t, "xor")
+            return
+        if mods or not t.startswith("s"):
+            raise self.fail("only integer neg and float neg without .ftz")
+        d, a = instr.operands
+        out = self.new()
+        self.emit(f"{out} = sub {llvm_type(t)} 0, {self.read(a, t)}")
+        self.write(d, t, out)
+
+    def _count_bits(self, instr: nodes.Instruction, intrinsic: str) -> None:
+        """``popc``/``clz`` of a b32/b64: a u32 (``clz`` of 0 is the width)."""
+        mods, t = split_type(instr)
+        if mods or t not in ("b32", "b64"):
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        self.intrinsics.add(f"declare i{w} @llvm.{intrinsic}.i{w}(i{w}, i1)"
+                            if intrinsic == "ctlz" else
+                            f"declare i{w} @llvm.{intrinsic}.i{w}(i{w})")
+        out = self.new()
+        flag = ", i1 false" if intrinsic == "ctlz" else ""
+        self.emit(f"{out} = call i{w} @llvm.{intrinsic}.i{w}(i{w} {self.read(a, t)}{flag})")
+        self.write(d, "u32", self.adapt(out, w, 32, False))
+
+    def op_popc(self, instr: nodes.Instruction) -> None:
+        self._count_bits(instr, "ctpop")
+
+    def op_clz(self, instr: nodes.Instruction) -> None:
+        self._count_bits(instr, "ctlz")
+
+    def op_brev(self, instr: nodes.Instruction) -> None:
+        mods, t = split_type(instr)
+        if mods or t not in ("b32", "b64"):
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        self.intrinsics.add(f"declare i{w} @llvm.bitreverse.i{w}(i{w})")
+        out = self.new()
+        self.emit(f"{out} = call i{w} @llvm.bitreverse.i{w}(i{w} {self.read(a, t)})")
+        self.write(d, t, out)
+
+    def _rounded_unary(self, instr: nodes.Instruction) -> tuple[str, str] | None:
+        """(type, operand) of ``sqrt``/``rcp`` in the forms the interpreter
+        rounds correctly: ``.rn`` (f32, f64) and ``.approx.f32`` (computed in
+        f64 and rounded once, which for these two is the correctly rounded
+        f32); None for other forms (``.ftz``, other roundings)."""
+        mods, t = split_type(instr)
+        if t not in ("f32", "f64") or mods not in (["rn"], ["approx"] if t == "f32" else []):
+            return None
+        return t, self.read(instr.operands[1], t)
+
+    def op_sqrt(self, instr: nodes.Instruction) -> None:
+        form = self._rounded_unary(instr)
+        if form is None:
+            raise self.fail("form")
+        t, v = form
+        lt = llvm_type(t)
+        self.intrinsics.add(f"declare {lt} @llvm.sqrt.{lt}({lt})")
+        out = self.new()
+        self.emit(f"{out} = call {lt} @llvm.sqrt.{lt}({lt} {v})")
+        self.write(instr.operands[0], t, self.canon(out, t))
+
+    def op_rcp(self, instr: nodes.Instruction) -> None:
+        form = self._rounded_unary(instr)
+        if form is None:
+            raise self.fail("form")
+        t, v = form
+        out = self.new()
+        self.emit(f"{out} = fdiv {llvm_type(t)} 1.0, {v}")
+        self.write(instr.operands[0], t, self.canon(out, t))
+
+    def op_bfind(self, instr: nodes.Instruction) -> None:
+        """The position of the most significant non-sign bit (from the top with
+        ``.shiftamt``), 0xffffffff when there is none, as the interpreter's."""
+        mods, t = split_type(instr)
+        if mods not in ([], ["shiftamt"]) or t not in ("u32", "u64", "s32", "s64"):
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        va = self.read(a, t)
+        if t.startswith("s"):
+            negative, inverted, chosen = self.new(), self.new(), self.new()
+            self.emit(f"{negative} = icmp slt i{w} {va}, 0")
+            self.emit(f"{inverted} = xor i{w} {va}, -1")
+            self.emit(f"{chosen} = select i1 {negative}, i{w} {inverted}, i{w} {va}")
+            va = chosen
+        self.intrinsics.add(f"declare i{w} @llvm.ctlz.i{w}(i{w}, i1)")
+        lz, none, pos, out = self.new(), self.new(), self.new(), self.new()
+        self.emit(f"{lz} = call i{w} @llvm.ctlz.i{w}(i{w} {va}, i1 false)")
+        lz32 = self.adapt(lz, w, 32, False)
+        self.emit(f"{none} = icmp eq i{w} {va}, 0")
+        if mods:
+            pos = lz32
+        else:
+            self.emit(f"{pos} = sub i32 {w - 1}, {lz32}")
+        self.emit(f"{out} = select i1 {none}, i32 -1, i32 {pos}")
+        self.write(d, "u32", out)
+
+    def op_sad(self, instr: nodes.Instruction) -> None:
+        """``c + |a - b|``, the difference taken the larger minus the smaller
+        (wrapping, as the interpreter's)."""
+        mods, t = split_type(instr)
+        if mods or t[0] not in "su" or BITS.get(t, 0) < 16:
+            raise self.fail("form")
+        d, a, b, c = instr.operands
+        w = BITS[t]
+        va, vb, vc = self.read(a, t), self.read(b, t), self.read(c, t)
+        gt, ab, ba, diff, out = (self.new() for _ in range(5))
+        self.emit(f"{gt} = icmp {t[0]}gt i{w} {va}, {vb}")
+        self.emit(f"{ab} = sub i{w} {va}, {vb}")
+        self.emit(f"{ba} = sub i{w} {vb}, {va}")
+        self.emit(f"{diff} = select i1 {gt}, i{w} {ab}, i{w} {ba}")
+        self.emit(f"{out} = add i{w} {diff}, {vc}")
+        self.write(d, t, out)
+
+    def op_abs(self, instr: nodes.Instruction) -> None:
+        """Integer ``abs`` (the most negative value stays itself) and float
+        ``abs`` without ``.ftz``: the sign bit cleared, a NaN's payload kept,
+        as the interpreter does."""
+        mods, t = split_type(instr)
+        if mods or t not in ("s16", "s32", "s64", "f32", "f64"):
+            raise self.fail("form")
+        if t.startswith("f"):
+            self._sign_bit(instr, t, "and")
+            return
+        d, a = instr.operands
+        w = BITS[t]
+        out = self.new()
+        va = self.read(a, t)
+        negative, negated = self.new(), self.new()
+        self.emit(f"{negative} = icmp slt i{w} {va}, 0")
+        self.emit(f"{negated} = sub i{w} 0, {va}")
+        self.emit(f"{out} = select i1 {negative}, i{w} {negated}, i{w} {va}")
+        self.write(d, t, out)
+
+    def _sign_bit(self, instr: nodes.Instruction, t: str, op: str) -> None:
+        """Float ``abs`` (``and``: the sign cleared) and ``neg`` (``xor``: flipped)
+        on the bits, a NaN's payload kept, as the interpreter does."""
+        d, a = instr.operands
+        w = BITS[t]
+        mask = (1 << (w - 1)) - 1 if op == "and" else -(1 << (w - 1))
+        bits, changed, out = self.new(), self.new(), self.new()
+        self.emit(f"{bits} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}")
+        self.emit(f"{changed} = {op} i{w} {bits}, {mask}")
+        self.emit(f"{out} = bitcast i{w} {changed} to {llvm_type(t)}")
+        self.write(d, t, out)
