@@ -693,7 +693,9 @@ def test_instruction_count_reaches_observers() -> None:
     assert counter.count == result.instructions > 64
 
 
-def test_a_million_thread_launch_runs_vectorised() -> None:
+def test_a_million_thread_launch_runs_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter's large-grid path (the auto engine would compile it)."""
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "interp")
     dev = Device(r"""
     extern "C" __global__ void add(float* c, const float* a, const float* b, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
