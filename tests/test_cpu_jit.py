@@ -60,14 +60,17 @@ extern "C" __global__ void rev(int* out, const int* in)
 """
 
 
-def _spy(monkeypatch) -> list[str]:
-    """Collects each launch's ``engine_note`` (which engine ran it)."""
+def engine_notes(monkeypatch) -> list[str]:
+    """Collects each launch's ``engine_note`` (which engine ran it, and why),
+    a failed launch's too (the JIT test modules share it)."""
     notes: list[str] = []
     real = scheduler.run_launch
 
     def spy(launch):
-        real(launch)
-        notes.append(launch.engine_note)
+        try:
+            real(launch)
+        finally:
+            notes.append(launch.engine_note)
 
     monkeypatch.setattr("gpusafe.cpu.program.run_launch", spy)
     return notes
@@ -84,7 +87,7 @@ def _launch(engine: str, ptx: str, kernel: str, grid, block, arrays: list, scala
         mem.write(base, a)
         bases.append(base)
     params = struct.pack(f"<{len(bases)}Q", *bases) + scalars
-    notes = _spy(monkeypatch)
+    notes = engine_notes(monkeypatch)
     result = program.launch(kernel, grid, block, 0, params)
     outs = [np.frombuffer(mem.read(b, a.nbytes), a.dtype) for a, b in zip(arrays, bases,
                                                                           strict=True)]
@@ -166,7 +169,7 @@ def _instrumented(engine: str, monkeypatch) -> tuple[list, bytes]:
     pipeline = LaunchPipeline(mem)
     params = struct.pack("<QQQi", out, a, b, n)
     launch = pipeline.prepare(result.sites, "vadd", params, allocations, dynamic_shared=0)
-    notes = _spy(monkeypatch)
+    notes = engine_notes(monkeypatch)
     program.launch("vadd", (2, 1, 1), (32, 1, 1), 0, launch.params)
     device, dropped = pipeline.collect(launch)
     keys = [(str(v.kind), v.site.ptx_line, v.address, v.thread, v.block) for v in device]

@@ -8,6 +8,7 @@ import struct
 
 import numpy as np
 import pytest
+from test_cpu_jit import engine_notes
 
 from gpusafe.backends.cpu import CpuBackend
 from gpusafe.cpu import scheduler
@@ -47,20 +48,6 @@ def auto(tmp_path, monkeypatch):
     return monkeypatch
 
 
-def _notes(monkeypatch) -> list[str]:
-    notes: list[str] = []
-    real = scheduler.run_launch
-
-    def spy(launch):
-        try:
-            real(launch)
-        finally:
-            notes.append(launch.engine_note)
-
-    monkeypatch.setattr("gpusafe.cpu.program.run_launch", spy)
-    return notes
-
-
 class Vadd:
     """One program (one decoded kernel, so one tier record) and its buffers."""
 
@@ -87,7 +74,7 @@ class Vadd:
 
 def test_the_default_is_auto_and_a_small_launch_is_interpreted(auto, vadd_ptx):
     assert tiers.engine() == "auto"
-    notes = _notes(auto)
+    notes = engine_notes(auto)
     Vadd(vadd_ptx).launch()
     assert notes[0].startswith("interpreter (auto: not worth compiling yet")
     assert CpuBackend.notes(None) == []  # type: ignore[arg-type]
@@ -95,7 +82,7 @@ def test_the_default_is_auto_and_a_small_launch_is_interpreted(auto, vadd_ptx):
 
 def test_a_big_launch_is_compiled_at_once(auto, vadd_ptx):
     auto.setattr(tiers, "TIER_INSTRUCTIONS", 1000)
-    notes = _notes(auto)
+    notes = engine_notes(auto)
     v = Vadd(vadd_ptx)
     first, count = v.launch()
     assert notes == ["jit"]
@@ -109,7 +96,7 @@ def test_a_kernel_is_compiled_once_its_interpreted_launches_add_up(auto, vadd_pt
     the threshold, compiled from the launch after they reach it, the same
     bytes and counts throughout."""
     v = Vadd(vadd_ptx)
-    notes = _notes(auto)
+    notes = engine_notes(auto)
     _, count = v.launch()  # one launch: what the threshold is measured in
     auto.setattr(tiers, "TIER_INSTRUCTIONS", 3 * count)
     auto.setattr(tiers, "TIER_SECONDS", 1e9)  # the count decides, not the machine's load
@@ -120,7 +107,7 @@ def test_a_kernel_is_compiled_once_its_interpreted_launches_add_up(auto, vadd_pt
 
 def test_interpreter_time_also_pays_for_a_compile(auto, vadd_ptx):
     auto.setattr(tiers, "TIER_SECONDS", 1e-9)  # any interpreted launch reaches it
-    notes = _notes(auto)
+    notes = engine_notes(auto)
     v = Vadd(vadd_ptx)
     assert v.launch() == v.launch()
     assert notes[0] != "jit" and notes[1] == "jit"
@@ -132,7 +119,7 @@ def test_disk_cached_code_is_used_only_for_a_launch_worth_the_link(auto, vadd_pt
     Vadd(vadd_ptx).launch()
     auto.setattr(engine, "_CACHE", {})  # as in a new process
     auto.delenv("GPUSAFE_CPU_ENGINE")
-    notes = _notes(auto)
+    notes = engine_notes(auto)
     auto.setattr(tiers, "DISK_INSTRUCTIONS", 10**9)
     Vadd(vadd_ptx).launch()
     assert notes[-1].startswith("interpreter (auto")  # small: interpreted, cache or not
@@ -155,7 +142,7 @@ def test_only_a_refused_launch_worth_compiling_is_named(auto):
     """A kernel the JIT does not cover (a call) is no note while the policy
     interprets it, and named with the lowering's reason once a launch would
     have paid; the results are the interpreter's both times."""
-    notes = _notes(auto)
+    notes = engine_notes(auto)
     assert _twice(auto) == [2 * i for i in range(32)]
     assert notes[-1].startswith("interpreter (auto") and scheduler.INTERPRETED == {}
     auto.setattr(tiers, "TIER_INSTRUCTIONS", 10)

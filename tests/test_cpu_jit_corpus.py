@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernels.specs import SPECS, KernelSpec
+from test_cpu_jit import engine_notes
 from test_cpu_kernels import _numba_array
 from test_instrument_specs import _params, _place, _shrinkable
 
-from gpusafe.cpu import scheduler
 from gpusafe.cpu.jit import cores
 from gpusafe.cpu.jit.lower import Unsupported, lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
@@ -58,21 +58,6 @@ def blocks_on_threads(monkeypatch):
     monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 1)
 
 
-def _spy(monkeypatch) -> list[str]:
-    """Collects each launch's ``engine_note`` (which engine ran it, and why)."""
-    notes: list[str] = []
-    real = scheduler.run_launch
-
-    def spy(launch):
-        try:
-            real(launch)
-        finally:
-            notes.append(launch.engine_note)
-
-    monkeypatch.setattr("gpusafe.cpu.program.run_launch", spy)
-    return notes
-
-
 @functools.lru_cache(maxsize=4)
 def _instrument(text: str):
     return instrument(text)
@@ -82,7 +67,7 @@ def _run(spec: KernelSpec, text: str, shrink: str | None, engine: str, checked: 
          monkeypatch) -> dict:
     """One launch of ``spec`` on ``engine``: outputs, stdout, count, records, note."""
     monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-    notes = _spy(monkeypatch)
+    notes = engine_notes(monkeypatch)
     result = _instrument(text)
     mem = DeviceMemory()
     addrs, sizes = _place(mem, spec, shrink)
@@ -218,7 +203,7 @@ def test_numba_and_llvm_kernels_are_identical_on_both_engines(case, monkeypatch)
     results = {}
     for engine in ("interpreter", "jit"):
         monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        notes = _spy(monkeypatch)
+        notes = engine_notes(monkeypatch)
         mem = DeviceMemory()
         program = Program(module.ptx, mem)
         raw, addrs = b"", []
@@ -321,7 +306,7 @@ def test_generated_kernels_are_identical_on_both_engines(src, monkeypatch):
     results = {}
     for engine in ("interpreter", "jit"):
         monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        notes = _spy(monkeypatch)
+        notes = engine_notes(monkeypatch)
         mem = DeviceMemory()
         program = Program(text, mem)
         bufs = [np.zeros(N, np.int32), np.zeros(N, np.float32), ia, fa, np.zeros(N, np.int32)]
