@@ -23,6 +23,7 @@ mbarrier so that the threads waiting on it do not hang.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 from .. import layout, ptx, query
 from .. import provenance as prov
@@ -467,6 +468,54 @@ def _argument_window(em: Emitter, acc: Access, addr: str, k: int,
     return out
 
 
+class _Search(NamedTuple):
+    """The registers of a search of the allocation table."""
+
+    tp: str  # the table
+    n: str
+    first: str
+    mid: str
+    ep: str  # the entry found
+    lo: str  # its base
+    size: str
+    bad: str
+
+
+def _table_search(em: Emitter, key: str, r: _Search, loop: str, found: str,
+                  none: str) -> list[Statement]:
+    """Binary search of the launch's allocation table (sorted by base) for
+    the last entry whose base is at or below ``key``: its address in
+    ``r.ep``, base and size in ``r.lo``, ``r.size``; on to ``none`` when
+    every base is above it."""
+    entry = layout.ALLOCATION_ENTRY
+    ctxf = layout.LAUNCH_CONTEXT.offset
+    ctx = em.ctx()
+    return [
+        em.load_ctx(),
+        I("ld.global.u64", r.tp, Address(Register(ctx), ctxf("table"))),
+        I("ld.global.u32", r.n, Address(Register(ctx), ctxf("table_len"))),
+        I("mov.u32", r.first, 0),
+        ptx.Label(loop),  # the first entry with base > key in [first, n)
+        I("setp.ge.u32", r.bad, r.first, r.n),
+        I("bra", found, guard=ptx.Guard(r.bad)),
+        I("add.u32", r.mid, r.first, r.n),
+        I("shr.u32", r.mid, r.mid, 1),
+        I("mad.wide.u32", r.ep, r.mid, entry.size, r.tp),
+        I("ld.global.u64", r.lo, Address(Register(r.ep), entry.offset("base"))),
+        I("setp.le.u64", r.bad, r.lo, key),
+        I("add.u32", r.first, r.mid, 1, guard=ptx.Guard(r.bad)),
+        I("mov.u32", r.n, r.mid, guard=ptx.Guard(r.bad, True)),
+        I("bra.uni", loop),
+        ptx.Label(found),
+        I("setp.eq.u32", r.bad, r.first, 0),
+        I("bra", none, guard=ptx.Guard(r.bad)),
+        I("sub.u32", r.first, r.first, 1),
+        I("mad.wide.u32", r.ep, r.first, entry.size, r.tp),
+        I("ld.global.u64", r.lo, Address(Register(r.ep), entry.offset("base"))),
+        I("ld.global.u64", r.size, Address(Register(r.ep), entry.offset("size"))),
+    ]
+
+
 def _global_lookup(em: Emitter, addr: str, record: str, judge: str) -> list[Statement]:
     """The allocation holding ``addr`` (``lo``, ``hi`` = its size, ``tag``,
     ``state``), on to ``judge``; or out of bounds of none, on to ``record``:
@@ -484,28 +533,8 @@ def _global_lookup(em: Emitter, addr: str, record: str, judge: str) -> list[Stat
     entry = layout.ALLOCATION_ENTRY
     ctxf = layout.LAUNCH_CONTEXT.offset
     out: list[Statement] = [
-        em.load_ctx(),
-        I("ld.global.u64", tp, Address(Register(ctx), ctxf("table"))),
-        I("ld.global.u32", n, Address(Register(ctx), ctxf("table_len"))),
-        I("mov.u32", first, 0),
-        ptx.Label(loop),  # first entry with base > addr in [first, n)
-        I("setp.ge.u32", bad, first, n),
-        I("bra", found_none, guard=ptx.Guard(bad)),
-        I("add.u32", mid, first, n),
-        I("shr.u32", mid, mid, 1),
-        I("mad.wide.u32", ep, mid, entry.size, tp),
-        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
-        I("setp.le.u64", bad, lo, addr),
-        I("add.u32", first, mid, 1, guard=ptx.Guard(bad)),
-        I("mov.u32", n, mid, guard=ptx.Guard(bad, True)),
-        I("bra.uni", loop),
-        ptx.Label(found_none),
-        I("setp.eq.u32", bad, first, 0),
-        I("bra", heap, guard=ptx.Guard(bad)),
-        I("sub.u32", first, first, 1),
-        I("mad.wide.u32", ep, first, entry.size, tp),
-        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
-        I("ld.global.u64", size, Address(Register(ep), entry.offset("size"))),
+        *_table_search(em, addr, _Search(tp, n, first, mid, ep, lo, size, bad),
+                       loop, found_none, heap),
         I("sub.u64", t, addr, lo),
         I("setp.ge.u64", bad, t, size),
         I("bra", heap, guard=ptx.Guard(bad)),
@@ -675,14 +704,12 @@ def pinned_query(em: Emitter, base: str, limits: dict[int, str]) -> list[Stateme
     the others (a warp whose 32 threads follow 4 lists searches 4 times, not
     32).  No lane leaves between the match and the shuffle, so every lane of
     the mask reaches the shuffle."""
-    ctx = em.ctx()
     lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
     state, bad = em.reg("state", ".b32"), em.reg("bad", ".pred")
     tp, ep, t = em.reg("tp", ".b64"), em.reg("ep", ".b64"), em.reg("span", ".b64")
     first, n, mid = em.reg("bl", ".b32"), em.reg("bn", ".b32"), em.reg("bm", ".b32")
     loop, found, done = em.label("pq"), em.label("pqd"), em.label("pqe")
     entry = layout.ALLOCATION_ENTRY
-    ctxf = layout.LAUNCH_CONTEXT.offset
     out: list[Statement] = []
     warp = warp_collectives(em.plan.module)
     if warp:
@@ -698,28 +725,8 @@ def pinned_query(em: Emitter, base: str, limits: dict[int, str]) -> list[Stateme
         ]
     out += [
         I("mov.u64", t, 0),
-        em.load_ctx(),
-        I("ld.global.u64", tp, Address(Register(ctx), ctxf("table"))),
-        I("ld.global.u32", n, Address(Register(ctx), ctxf("table_len"))),
-        I("mov.u32", first, 0),
-        ptx.Label(loop),  # first entry with base > the pinned base in [first, n)
-        I("setp.ge.u32", bad, first, n),
-        I("bra", found, guard=ptx.Guard(bad)),
-        I("add.u32", mid, first, n),
-        I("shr.u32", mid, mid, 1),
-        I("mad.wide.u32", ep, mid, entry.size, tp),
-        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
-        I("setp.le.u64", bad, lo, base),
-        I("add.u32", first, mid, 1, guard=ptx.Guard(bad)),
-        I("mov.u32", n, mid, guard=ptx.Guard(bad, True)),
-        I("bra.uni", loop),
-        ptx.Label(found),
-        I("setp.eq.u32", bad, first, 0),
-        I("bra", done, guard=ptx.Guard(bad)),
-        I("sub.u32", first, first, 1),
-        I("mad.wide.u32", ep, first, entry.size, tp),
-        I("ld.global.u64", lo, Address(Register(ep), entry.offset("base"))),
-        I("ld.global.u64", size, Address(Register(ep), entry.offset("size"))),
+        *_table_search(em, base, _Search(tp, n, first, mid, ep, lo, size, bad),
+                       loop, found, done),
         I("ld.global.u32", state, Address(Register(ep), entry.offset("state"))),
         I("sub.u64", t, base, lo),
         I("setp.ge.u64", bad, t, size),
