@@ -501,3 +501,117 @@ def test_a_register_stepped_beside_the_loop_counter_is_bounded_by_its_passes(n, 
     if not bad:
         assert_same(o)
         assert o.checked_instructions == o.plain_instructions
+
+
+BACKPROP = r"""
+extern "C" __global__ void layer_forward(float* hidden, const float* input,
+                                         const float* weights, int in_n, int out_n)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out_n) return;
+    float s = 0.f;
+    for (int i = 0; i < in_n; ++i) s += weights[i * out_n + j] * input[i];
+    hidden[j] = 1.f / (1.f + __expf(-s));
+}
+"""
+
+
+def _backprop(in_n, out_n, n_input, n_weights, ptx_text=None):
+    rng = np.random.default_rng(3)
+    return run_both(BACKPROP if ptx_text is None else None, "layer_forward", (1, 1, 1),
+                    (64, 1, 1),
+                    [Buf(np.zeros(out_n, np.float32)), Buf(rng.random(n_input, np.float32)),
+                     Buf(rng.random(n_weights, np.float32)), np.int32(in_n), np.int32(out_n)],
+                    ptx_text=ptx_text)
+
+
+@pytest.mark.parametrize("in_n, n_input, n_weights, bad", [
+    (64, 64, 64 * 64, 0),  # proven: 16 unrolled passes, the remainder loop not entered
+    (66, 66, 66 * 64, 0),  # proven: 16 passes, then 2 remainder passes from i = 64
+    (67, 67, 67 * 64, 0),  # proven: 3 remainder passes
+    (64, 63, 64 * 64, 64),  # the last unrolled pass reads input[63]
+    (66, 65, 66 * 64, 64),  # the remainder's last pass reads input[65]
+    (64, 64, 64 * 64 - 1, 1),  # the last thread's last row is one past weights
+    (67, 67, 67 * 64 - 64, 64),  # the remainder's last row is past weights
+])
+def test_an_unrolled_pointer_loop_is_bounded_by_its_trip_count(in_n, n_input, n_weights, bad):
+    # NVRTC unrolls the loop into a counter n - (n & 3) going down by 4 to
+    # != 0, stepping input by 16 and weights by 4 * out_n through a chain of
+    # registers, then a remainder loop counting n & 3 down from the last index
+    o = _backprop(in_n, 64, n_input, n_weights)
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    assert_same(o)
+    if not bad:
+        assert o.checked_instructions == o.plain_instructions
+    else:
+        assert kinds(o) == {"global-out-of-bounds"}
+
+
+def test_an_unrolled_loop_the_proof_cannot_count_runs_the_checked_kernel():
+    # in_n = 3: the main loop is skipped, but its counter starts at 0 (it
+    # would count through the wrap if entered): no proof, no violation
+    o = _backprop(3, 64, 3, 3 * 64)
+    assert o.device == o.oracle == []
+    assert_same(o)
+    assert o.checked_instructions > o.plain_instructions
+
+
+@pytest.mark.parametrize("start, in_n, bad", [
+    (0, 66, 0),  # as NVRTC wrote it: proven
+    (1, 66, 64),  # the remainder starts one past where the main loop stopped: input[66]
+    (1, 67, 64),  # the remainder's last pass reads input[67]
+    (1, 64, 0),  # proven: the remainder loop, whose start is wrong, is not entered
+])
+def test_a_remainder_loop_started_past_the_main_loop_is_caught(start, in_n, bad):
+    text = nvrtc_compile(BACKPROP, "k.cu", "compute_75")
+    lines = text.splitlines()
+    # the index the main loop steps starts at 0 in the loop's preheader (the
+    # second such move: the first is for the path that skips the main loop)
+    moves = [i for i, ln in enumerate(lines) if ln.split()[:1] == ["mov.u32"]
+             and ln.rstrip().endswith(", 0;")]
+    assert len(moves) == 2
+    lines[moves[1]] = lines[moves[1]].replace(", 0;", f", {start};")
+    o = _backprop(in_n, 64, in_n, in_n * 64 + 64, ptx_text="\n".join(lines) + "\n")
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    assert_same(o)
+    if not bad:
+        assert o.checked_instructions == o.plain_instructions
+
+
+@pytest.mark.parametrize("c0, d, guarded, expect", [
+    (16, 4, False, (0, 3)),  # 16 counted down by 4: passes 0..3
+    (4, 4, False, (0, 0)),
+    (6, 4, False, None),  # not a multiple: it counts through the wrap
+    (-4, 4, False, None),  # negative: through the wrap
+    (0, 4, False, None),  # entered at 0, it wraps
+    (0, 1, True, "unreached"),  # its entry saw the counter non-zero: not entered
+    ((8, 12), 4, False, None),  # a counter that differs between threads
+])
+def test_the_passes_of_a_down_counting_loop(c0, d, guarded, expect):
+    from gpusafe_instrument import launch_bounds as lb
+
+    ev = lb._Evaluator(None, b"", (1, 1, 1), (1, 1, 1))
+    leaf = ["k", c0] if isinstance(c0, int) else ["k_range", *c0]
+    node = ["passes", leaf, d, guarded]
+    if expect == "unreached":
+        with pytest.raises(lb._Unreached):
+            ev.interval(node)
+    elif expect is None:
+        with pytest.raises(lb._Unproven):
+            ev.interval(node)
+    else:
+        assert ev.interval(node) == expect
+
+
+def test_a_join_of_a_stepped_index_is_the_hull_of_its_definitions():
+    # the remainder's start: 0 (main loop skipped) or 4 (k + 1) after pass k
+    from gpusafe_instrument import launch_bounds as lb
+
+    ev = lb._Evaluator(None, b"", (1, 1, 1), (1, 1, 1))
+    after = ["add", ["k", 0], ["mul", ["add", ["passes", ["k", 64], 4, False], ["k", 1], 32],
+                                ["k", 4], 32], 32]
+    assert ev.interval(["hull", ["k", 0], after]) == (0, 64)
+    assert ev.interval(["band", ["k", 66], 3]) == (2, 2)
+    assert ev.interval(["band", ["k_range", 64, 66], 3]) == (0, 3)
