@@ -114,7 +114,11 @@ class _Evaluator:
                 raise _Unproven  # entered, it would count through the wrap
             return 0, lo // d - 1
         if op == "band":
-            lo, hi = self.interval(e[1])
+            # x & k (0 <= k < 2^31): exact for one value, else in [0, k] whatever x is
+            try:
+                lo, hi = self.interval(e[1])
+            except _Unproven:
+                return 0, e[2]
             return (lo & e[2], lo & e[2]) if lo == hi else (0, e[2])
         if op == "trunc":
             return _fits(self.interval(e[1]), 32)

@@ -615,3 +615,5 @@ def test_a_join_of_a_stepped_index_is_the_hull_of_its_definitions():
     assert ev.interval(["hull", ["k", 0], after]) == (0, 64)
     assert ev.interval(["band", ["k", 66], 3]) == (2, 2)
     assert ev.interval(["band", ["k_range", 64, 66], 3]) == (0, 3)
+    # an operand whose value would wrap: x & 3 is still in [0, 3]
+    assert ev.interval(["band", ["mul", ["k", 1 << 30], ["k", 4], 32], 3]) == (0, 3)
