@@ -47,6 +47,18 @@ class _Evaluator:
         self.params = params
         self.dims = {"ntid": tuple(block), "nctaid": tuple(grid)}
 
+    def reached(self, conds: list) -> bool:
+        """False when the launch's values contradict an equality compare a
+        branch to the access saw (``launch_loops.reach_conditions``)."""
+        for e, op, k in conds:
+            try:
+                lo, hi = self.interval(e)
+            except (_Unproven, _Unreached):
+                continue
+            if (op == "ne" and lo == hi == k) or (op == "eq" and not lo <= k <= hi):
+                return False
+        return True
+
     def interval(self, e: list) -> Interval:
         op = e[0]
         if op == "k":
@@ -163,6 +175,10 @@ def launch_proven(kernel: KernelInfo, params: bytes, roots: Sequence, grid: Sequ
     ev = _Evaluator(kernel, params, grid, block)
     try:
         for acc in json.loads(kernel.proof):
+            if acc[0] == "reach":
+                if not ev.reached(acc[1]):
+                    continue
+                acc = acc[2]
             kind, where, offset, const, width = acc[:5]
             try:
                 lo, hi = ev.interval(offset)

@@ -617,3 +617,53 @@ def test_a_join_of_a_stepped_index_is_the_hull_of_its_definitions():
     assert ev.interval(["band", ["k_range", 64, 66], 3]) == (0, 3)
     # an operand whose value would wrap: x & 3 is still in [0, 3]
     assert ev.interval(["band", ["mul", ["k", 1 << 30], ["k", 4], 32], 3]) == (0, 3)
+
+
+KMEANS = r"""
+extern "C" __global__ void kmeans_assign(int* membership, const float* points,
+                                         const float* centers, int n, int k, int dims)
+{
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    int best = 0;
+    float best_d = 3.4e38f;
+    for (int c = 0; c < k; ++c) {
+        float d = 0.f;
+        for (int f = 0; f < dims; ++f) {
+            float x = points[p * dims + f] - centers[c * dims + f];
+            d += x * x;
+        }
+        if (d < best_d) { best_d = d; best = c; }
+    }
+    membership[p] = best;
+}
+"""
+
+
+@pytest.mark.parametrize("k, dims, n_points, n_centers, bad", [
+    (5, 8, 64 * 8, 5 * 8, 0),  # proven: 2 unrolled passes, the remainder not reached
+    (5, 7, 64 * 7, 5 * 7, 0),  # proven: 1 unrolled pass, 3 remainder features
+    (5, 6, 64 * 6, 5 * 6, 0),  # proven: the remainder's third feature is not reached
+    (3, 2, 64 * 2, 3 * 2, None),  # not proven: the unrolled loop's counter starts at 0
+    (5, 8, 64 * 8 - 1, 5 * 8, 5),  # the last thread's last feature, once a centre
+    (5, 7, 64 * 7, 5 * 7 - 1, 64),  # the last centre's last remainder feature
+    (5, 6, 64 * 6, 5 * 6 - 1, 64),  # the remainder's second feature of the last centre
+    (6, 8, 64 * 8, 5 * 8, 64 * 8),  # k = 6 centres of 5: the cluster counter's bound
+])
+def test_an_unrolled_loop_in_a_loop_of_several_blocks_is_bounded(k, dims, n_points, n_centers,
+                                                                   bad):
+    # the cluster loop (several blocks) counts c up to k; its inner loop is
+    # unrolled by 4 and its remainder unrolled into 3 accesses under
+    # dims & 3 != 0, != 1, != 2
+    rng = np.random.default_rng(5)
+    o = run_both(KMEANS, "kmeans_assign", (1, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(64, np.int32)), Buf(rng.random(n_points, np.float32)),
+                  Buf(rng.random(n_centers, np.float32)), np.int32(64), np.int32(k),
+                  np.int32(dims)])
+    assert o.device == o.oracle
+    assert len(o.device) == (bad or 0)
+    assert_same(o)
+    if bad is None:  # (skipped, it would count through the wrap): the checked kernel ran
+        assert o.checked_instructions > o.plain_instructions
+    elif not bad:
+        assert o.checked_instructions == o.plain_instructions

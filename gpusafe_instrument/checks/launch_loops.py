@@ -252,7 +252,72 @@ def value(builder, name: str, reader: int, at: int, relations, depth: int) -> Ex
     if loop_of(builder, reader) is not None:
         return stepped(builder, name, reader, at, relations, depth,
                        lambda p0, st: builder._definition(name, p0, st, at, relations, depth + 1))
-    return joined(builder, name, reader, at, relations, depth)
+    c = counted(builder, name, reader, at, relations, depth)
+    return c if c is not None else joined(builder, name, reader, at, relations, depth)
+
+
+def counted(builder, name: str, reader: int, at: int, relations, depth: int) -> Expr | None:
+    """The counter ``I`` of a loop of several blocks, read in it before its
+    increment: ``induct`` as for a one-block loop (``ranges``' argument),
+    where the loop's one write of ``I`` is ``I += S`` in its one latch,
+    which ends ``setp.lt.s32 p, I, N; @p bra header`` and otherwise leaves
+    the loop, ``S`` and ``N`` not written in it.  Every pass starts at the
+    header with ``I0`` or a value that passed ``I < N``, and keeps it until
+    the latch's increment.  None when no loop holding the reader writes
+    ``I`` (not this shape)."""
+    g = builder.guards
+    body = builder.body
+    graph = g.graph
+    rb = graph.block_of[reader]
+    for header, blocks in builder.plan.loops.items():
+        ins = [i for i in g.defs.get(name, []) if graph.block_of[i] in blocks]
+        if rb not in blocks or len(blocks) < 2 or len(ins) != 1:
+            continue
+        inc_at = ins[0]
+        latch = graph.blocks[graph.block_of[inc_at]]
+        instrs = [i for i in range(latch.start, latch.end) if type(body[i]) is Instruction]
+        last = body[instrs[-1]]
+        label = _label_of(body, graph.blocks[header].start)
+        written = {r for b in blocks for i in range(graph.blocks[b].start, graph.blocks[b].end)
+                   for r in all_defs(body[i])}
+        inc, setp = body[inc_at], body[instrs[-2]] if len(instrs) > 1 else None
+        if [p for p in graph.blocks[header].predecessors if p in blocks] != [latch.index]                 or any(b in blocks for b in latch.successors if b != header)                 or last.op != "bra" or last.guard is None or last.guard.negated                 or getattr(last.operands[0], "name", None) != label                 or setp is None or setp.opcode != "setp.lt.s32" or setp.guard is not None                 or last.guard.register not in all_defs(setp)                 or sum(last.guard.register in all_defs(body[i]) for i in instrs) != 1                 or not inc_at < instrs[-2] or not isinstance(setp.operands[1], Register)                 or setp.operands[1].name != name or inc.guard is not None                 or inc.opcode != "add.s32" or (rb == latch.index and reader > inc_at):
+            raise NotProvable(f"{name}: not a loop counter")
+        a, b = inc.operands[1], inc.operands[2]
+        step = b if isinstance(a, Register) and a.name == name else \
+            a if isinstance(b, Register) and b.name == name else None
+        bound = setp.operands[2]
+        if step is None or any(isinstance(o, Register) and o.name in written
+                               for o in (step, bound)):
+            raise NotProvable(f"{name}: step or bound written in the loop")
+        outside = [i for i in g.defs.get(name, []) if i not in ins]
+        p0 = outside[0] if len(outside) == 1 else None
+        st0 = body[p0] if p0 is not None else None
+        if st0 is None or type(st0) is not Instruction or st0.guard is not None \
+                or not g._dominates(p0, graph.blocks[header].start) \
+                or _reentered_from(g, blocks, header, p0):
+            raise NotProvable(f"{name}: entry value")
+        start = builder._definition(name, p0, st0, at, relations, depth + 1)
+        return ["induct", start, builder.expr(step, at, relations, depth + 1, 32),
+                builder.expr(bound, at, relations, depth + 1, 32)]
+    return None
+
+
+def _reentered_from(g, blocks: set[int], header: int, p0: int) -> bool:
+    """Whether the loop (``blocks``) can be entered again after it exits
+    without passing statement ``p0``."""
+    home = g.graph.block_of[p0]
+    seen: set[int] = set()
+    todo = [s for b in blocks for s in g.graph.blocks[b].successors if s not in blocks]
+    while todo:
+        b = todo.pop()
+        if b == header:
+            return True
+        if b in seen or b == home:
+            continue
+        seen.add(b)
+        todo.extend(g.graph.blocks[b].successors)
+    return False
 
 
 def stepped(builder, name: str, reader: int, at: int, relations, depth: int,
@@ -293,13 +358,11 @@ def joined(builder, name: str, reader: int, at: int, relations, depth: int) -> E
         st = builder.body[d]
         if type(st) is not Instruction or st.guard is not None:
             raise NotProvable(f"{name}: a guarded definition")
-        if st.op == "mov" and len(st.operands) == 2 and _imm(st.operands[1]) is not None:
-            values.append(builder.expr(st.operands[1], at, [], depth + 1,
-                                       int(st.opcode[-2:])))
-            continue
         loop = down_loop(g, builder.body, builder.plan.loops, g.graph.block_of[d])
         if loop is None or loop.defs.get(name) != [d]:
-            raise NotProvable(f"{name}: a definition not joined")
+            # its value when it ran, from its operands as it read them
+            values.append(builder._definition(name, d, st, at, relations, depth + 1))
+            continue
         q, steps, width = chain_steps(builder, loop, name)
         p0, st0 = entry(builder, loop, name)
         x0 = builder._definition(name, p0, st0, at, relations, depth + 1)
@@ -371,3 +434,48 @@ def reentered(g, header: int, p0: int) -> bool:
         seen.add(b)
         todo.extend(graph.blocks[b].successors)
     return False
+
+
+def reach_conditions(builder, at: int) -> list[list]:
+    """``[x, "eq" | "ne", k]`` for every equality compare of a branch
+    dominating statement ``at`` whose outcome ``at``'s block implies, ``x``
+    the expression of the register the compare saw: where the launch's
+    values contradict one, the access is not reached (the remainder of an
+    unrolled loop under ``n & 3 != 1``)."""
+    g = builder.guards
+    body = builder.body
+    out: list[list] = []
+    b: int | None = g.graph.block_of[at]
+    while b is not None:
+        into = g.graph.blocks[b].predecessors
+        if len(into) == 1:
+            pb = g.graph.blocks[into[0]]
+            idx = [i for i in range(pb.start, pb.end) if type(body[i]) is Instruction]
+            br = body[idx[-1]] if idx else None
+            taken = g.label_block.get(getattr(br.operands[0], "name", "")) \
+                if br is not None and br.op == "bra" and br.guard is not None \
+                and br.operands else None
+            if taken is not None and taken != pb.index + 1 and b in (taken, pb.index + 1):
+                outcome = (b == taken) != br.guard.negated
+                setp_at = next((i for i in reversed(idx[:-1])
+                                if br.guard.register in all_defs(body[i])), None)
+                st = body[setp_at] if setp_at is not None else None
+                parts = st.opcode.split(".") if st is not None else []
+                if st is not None and st.guard is None and len(st.operands) == 3 \
+                        and len(parts) == 3 and parts[0] == "setp" \
+                        and parts[1] in ("eq", "ne") \
+                        and parts[2] in ("s32", "u32", "b32", "s64", "u64", "b64"):
+                    x, y = st.operands[1], st.operands[2]
+                    reg, k = (x, _imm(y)) if _imm(y) is not None else (y, _imm(x))
+                    if isinstance(reg, Register) and k is not None:
+                        bits = int(parts[2][1:])
+                        k &= (1 << bits) - 1
+                        k -= (k >> (bits - 1)) << bits
+                        try:
+                            e = builder.expr(reg, setp_at, [], 0, bits)
+                        except NotProvable:
+                            e = None
+                        if e is not None:
+                            out.append([e, "ne" if (parts[1] == "ne") == outcome else "eq", k])
+        b = g.tree.idom[b]
+    return out

@@ -536,7 +536,9 @@ def launch_proof(plan: FunctionPlan) -> str | None:
         for acc in plan.accesses:
             if acc.mode in UNCHECKED_MODES:
                 continue
-            accesses.append(_access(builder, acc))
+            access = _access(builder, acc)
+            conds = launch_loops.reach_conditions(builder, acc.path[0])
+            accesses.append(["reach", conds, access] if conds else access)
     except NotProvable:
         return None
     if not accesses:
