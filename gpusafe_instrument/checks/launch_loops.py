@@ -248,8 +248,10 @@ def _reaching_def(g, name: str, reader: int) -> int | None:
 
 def value(builder, name: str, reader: int, at: int, relations, depth: int) -> Expr:
     """``name`` (several definitions) as statement ``reader`` reads it:
-    stepped in the down-counting loop holding the reader, or joined."""
-    if loop_of(builder, reader) is not None:
+    stepped in the down-counting loop holding the reader, the counter of a
+    loop of several blocks holding it, or joined."""
+    loop = loop_of(builder, reader)
+    if loop is not None and name in loop.defs:
         return stepped(builder, name, reader, at, relations, depth,
                        lambda p0, st: builder._definition(name, p0, st, at, relations, depth + 1))
     c = counted(builder, name, reader, at, relations, depth)
