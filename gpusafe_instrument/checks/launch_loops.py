@@ -283,7 +283,17 @@ def counted(builder, name: str, reader: int, at: int, relations, depth: int) -> 
         written = {r for b in blocks for i in range(graph.blocks[b].start, graph.blocks[b].end)
                    for r in all_defs(body[i])}
         inc, setp = body[inc_at], body[instrs[-2]] if len(instrs) > 1 else None
-        if [p for p in graph.blocks[header].predecessors if p in blocks] != [latch.index]                 or any(b in blocks for b in latch.successors if b != header)                 or last.op != "bra" or last.guard is None or last.guard.negated                 or getattr(last.operands[0], "name", None) != label                 or setp is None or setp.opcode != "setp.lt.s32" or setp.guard is not None                 or last.guard.register not in all_defs(setp)                 or sum(last.guard.register in all_defs(body[i]) for i in instrs) != 1                 or not inc_at < instrs[-2] or not isinstance(setp.operands[1], Register)                 or setp.operands[1].name != name or inc.guard is not None                 or inc.opcode != "add.s32" or (rb == latch.index and reader > inc_at):
+        if [p for p in graph.blocks[header].predecessors if p in blocks] != [latch.index] \
+                or any(b in blocks for b in latch.successors if b != header) \
+                or last.op != "bra" or last.guard is None or last.guard.negated \
+                or getattr(last.operands[0], "name", None) != label \
+                or setp is None or setp.opcode != "setp.lt.s32" or setp.guard is not None \
+                or len(setp.operands) != 3 or len(inc.operands) != 3 \
+                or last.guard.register not in all_defs(setp) \
+                or sum(last.guard.register in all_defs(body[i]) for i in instrs) != 1 \
+                or not inc_at < instrs[-2] or not isinstance(setp.operands[1], Register) \
+                or setp.operands[1].name != name or inc.guard is not None \
+                or inc.opcode != "add.s32" or (rb == latch.index and reader > inc_at):
             raise NotProvable(f"{name}: not a loop counter")
         a, b = inc.operands[1], inc.operands[2]
         step = b if isinstance(a, Register) and a.name == name else \
