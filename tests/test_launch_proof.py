@@ -8,6 +8,8 @@ and reports exactly what the oracle reports, on the CPU device.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
@@ -667,3 +669,28 @@ def test_an_unrolled_loop_in_a_loop_of_several_blocks_is_bounded(k, dims, n_poin
         assert o.checked_instructions > o.plain_instructions
     elif not bad:
         assert o.checked_instructions == o.plain_instructions
+
+
+def test_unrolled_loops_agree_with_the_oracle_over_a_sweep_of_counts_and_sizes():
+    # every count from -1 (no pass) to 9 (both loops), each buffer exact or
+    # one element short: the launch is proven or checked, never silent
+    proven = 0
+    for in_n, slack_in, slack_w in itertools.product(range(-1, 10), (-1, 0), (-1, 0)):
+        n_in, n_w = max(in_n, 0) + slack_in, max(in_n, 0) * 64 + slack_w
+        if min(n_in, n_w) < 1:
+            continue
+        o = _backprop(in_n, 64, n_in, n_w)
+        assert o.device == o.oracle, (in_n, slack_in, slack_w)
+        proven += o.checked_instructions == o.plain_instructions
+    rng = np.random.default_rng(2)
+    for dims, slack_p, slack_c in itertools.product(range(0, 10), (-1, 0), (-1, 0)):
+        n_p, n_c = 64 * dims + slack_p, 2 * dims + slack_c
+        if min(n_p, n_c) < 1:
+            continue
+        o = run_both(KMEANS, "kmeans_assign", (1, 1, 1), (64, 1, 1),
+                     [Buf(np.zeros(64, np.int32)), Buf(rng.random(n_p, np.float32)),
+                      Buf(rng.random(n_c, np.float32)), np.int32(64), np.int32(2),
+                      np.int32(dims)])
+        assert o.device == o.oracle, (dims, slack_p, slack_c)
+        proven += o.checked_instructions == o.plain_instructions
+    assert proven >= 10  # the exact-size launches with a count of 4 or more
