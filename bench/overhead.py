@@ -399,9 +399,6 @@ WHY = {
                               "provenance; the list's base is looked up once per warp and "
                               "list (a pinned lookup), then a step's two loads share one "
                               "offset compare",
-    "backprop (rodinia)": "the unrolled loop's column addresses are checked at the chain's "
-                          "two ends (optimisation.Chain); the input row and the prologue "
-                          "remain",
 }
 
 

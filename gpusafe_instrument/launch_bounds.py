@@ -25,6 +25,10 @@ class _Unproven(Exception):
     pass
 
 
+class _Unreached(Exception):
+    """The access is in a loop this launch never enters (``passes``)."""
+
+
 Interval = tuple[int, int]
 _AXES = "xyz"
 
@@ -42,6 +46,18 @@ class _Evaluator:
         self.kernel = kernel
         self.params = params
         self.dims = {"ntid": tuple(block), "nctaid": tuple(grid)}
+
+    def reached(self, conds: list) -> bool:
+        """False when the launch's values contradict an equality compare a
+        branch to the access saw (``launch_loops.reach_conditions``)."""
+        for e, op, k in conds:
+            try:
+                lo, hi = self.interval(e)
+            except (_Unproven, _Unreached):
+                continue
+            if (op == "ne" and lo == hi == k) or (op == "eq" and not lo <= k <= hi):
+                return False
+        return True
 
     def interval(self, e: list) -> Interval:
         op = e[0]
@@ -97,6 +113,25 @@ class _Evaluator:
             k = max(0, (bound[1] - 1 - i0[0]) // istep[0])
             ends = [x + s * n for x in x0 for s in step for n in (0, k)]
             return _fits((min(ends), max(ends)), 32)
+        if op == "passes":
+            # the passes of a down-counting loop (``checks/launch_loops.py``):
+            # C0 / d of them when C0 is one positive multiple of d
+            lo, hi = self.interval(e[1])
+            d, guarded = e[2], e[3]
+            if lo != hi or lo < 0 or lo % d:
+                raise _Unproven
+            if lo == 0:
+                if guarded:  # the loop's entry saw C0 != 0: its accesses are not reached
+                    raise _Unreached
+                raise _Unproven  # entered, it would count through the wrap
+            return 0, lo // d - 1
+        if op == "band":
+            # x & k (0 <= k < 2^31): exact for one value, else in [0, k] whatever x is
+            try:
+                lo, hi = self.interval(e[1])
+            except _Unproven:
+                return 0, e[2]
+            return (lo & e[2], lo & e[2]) if lo == hi else (0, e[2])
         if op == "trunc":
             return _fits(self.interval(e[1]), 32)
         if op == "hull":
@@ -140,8 +175,15 @@ def launch_proven(kernel: KernelInfo, params: bytes, roots: Sequence, grid: Sequ
     ev = _Evaluator(kernel, params, grid, block)
     try:
         for acc in json.loads(kernel.proof):
+            if acc[0] == "reach":
+                if not ev.reached(acc[1]):
+                    continue
+                acc = acc[2]
             kind, where, offset, const, width = acc[:5]
-            lo, hi = ev.interval(offset)
+            try:
+                lo, hi = ev.interval(offset)
+            except _Unreached:
+                continue
             lo, hi = lo + const, hi + const + width
             if kind == "root":
                 r = roots[where]

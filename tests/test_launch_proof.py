@@ -8,6 +8,8 @@ and reports exactly what the oracle reports, on the CPU device.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from test_instrument_cpu import Buf, assert_same, kinds, run_both
@@ -501,3 +503,194 @@ def test_a_register_stepped_beside_the_loop_counter_is_bounded_by_its_passes(n, 
     if not bad:
         assert_same(o)
         assert o.checked_instructions == o.plain_instructions
+
+
+BACKPROP = r"""
+extern "C" __global__ void layer_forward(float* hidden, const float* input,
+                                         const float* weights, int in_n, int out_n)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out_n) return;
+    float s = 0.f;
+    for (int i = 0; i < in_n; ++i) s += weights[i * out_n + j] * input[i];
+    hidden[j] = 1.f / (1.f + __expf(-s));
+}
+"""
+
+
+def _backprop(in_n, out_n, n_input, n_weights, ptx_text=None):
+    rng = np.random.default_rng(3)
+    return run_both(BACKPROP if ptx_text is None else None, "layer_forward", (1, 1, 1),
+                    (64, 1, 1),
+                    [Buf(np.zeros(out_n, np.float32)), Buf(rng.random(n_input, np.float32)),
+                     Buf(rng.random(n_weights, np.float32)), np.int32(in_n), np.int32(out_n)],
+                    ptx_text=ptx_text)
+
+
+@pytest.mark.parametrize("in_n, n_input, n_weights, bad", [
+    (64, 64, 64 * 64, 0),  # proven: 16 unrolled passes, the remainder loop not entered
+    (66, 66, 66 * 64, 0),  # proven: 16 passes, then 2 remainder passes from i = 64
+    (67, 67, 67 * 64, 0),  # proven: 3 remainder passes
+    (64, 63, 64 * 64, 64),  # the last unrolled pass reads input[63]
+    (66, 65, 66 * 64, 64),  # the remainder's last pass reads input[65]
+    (64, 64, 64 * 64 - 1, 1),  # the last thread's last row is one past weights
+    (67, 67, 67 * 64 - 64, 64),  # the remainder's last row is past weights
+])
+def test_an_unrolled_pointer_loop_is_bounded_by_its_trip_count(in_n, n_input, n_weights, bad):
+    # NVRTC unrolls the loop into a counter n - (n & 3) going down by 4 to
+    # != 0, stepping input by 16 and weights by 4 * out_n through a chain of
+    # registers, then a remainder loop counting n & 3 down from the last index
+    o = _backprop(in_n, 64, n_input, n_weights)
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    assert_same(o)
+    if not bad:
+        assert o.checked_instructions == o.plain_instructions
+    else:
+        assert kinds(o) == {"global-out-of-bounds"}
+
+
+def test_an_unrolled_loop_the_proof_cannot_count_runs_the_checked_kernel():
+    # in_n = 3: the main loop is skipped, but its counter starts at 0 (it
+    # would count through the wrap if entered): no proof, no violation
+    o = _backprop(3, 64, 3, 3 * 64)
+    assert o.device == o.oracle == []
+    assert_same(o)
+    assert o.checked_instructions > o.plain_instructions
+
+
+@pytest.mark.parametrize("start, in_n, bad", [
+    (0, 66, 0),  # as NVRTC wrote it: proven
+    (1, 66, 64),  # the remainder starts one past where the main loop stopped: input[66]
+    (1, 67, 64),  # the remainder's last pass reads input[67]
+    (1, 64, 0),  # proven: the remainder loop, whose start is wrong, is not entered
+])
+def test_a_remainder_loop_started_past_the_main_loop_is_caught(start, in_n, bad):
+    text = nvrtc_compile(BACKPROP, "k.cu", "compute_75")
+    lines = text.splitlines()
+    # the index the main loop steps starts at 0 in the loop's preheader (the
+    # second such move: the first is for the path that skips the main loop)
+    moves = [i for i, ln in enumerate(lines) if ln.split()[:1] == ["mov.u32"]
+             and ln.rstrip().endswith(", 0;")]
+    assert len(moves) == 2
+    lines[moves[1]] = lines[moves[1]].replace(", 0;", f", {start};")
+    o = _backprop(in_n, 64, in_n, in_n * 64 + 64, ptx_text="\n".join(lines) + "\n")
+    assert o.device == o.oracle
+    assert len(o.device) == bad
+    assert_same(o)
+    if not bad:
+        assert o.checked_instructions == o.plain_instructions
+
+
+@pytest.mark.parametrize("c0, d, guarded, expect", [
+    (16, 4, False, (0, 3)),  # 16 counted down by 4: passes 0..3
+    (4, 4, False, (0, 0)),
+    (6, 4, False, None),  # not a multiple: it counts through the wrap
+    (-4, 4, False, None),  # negative: through the wrap
+    (0, 4, False, None),  # entered at 0, it wraps
+    (0, 1, True, "unreached"),  # its entry saw the counter non-zero: not entered
+    ((8, 12), 4, False, None),  # a counter that differs between threads
+])
+def test_the_passes_of_a_down_counting_loop(c0, d, guarded, expect):
+    from gpusafe_instrument import launch_bounds as lb
+
+    ev = lb._Evaluator(None, b"", (1, 1, 1), (1, 1, 1))
+    leaf = ["k", c0] if isinstance(c0, int) else ["k_range", *c0]
+    node = ["passes", leaf, d, guarded]
+    if expect == "unreached":
+        with pytest.raises(lb._Unreached):
+            ev.interval(node)
+    elif expect is None:
+        with pytest.raises(lb._Unproven):
+            ev.interval(node)
+    else:
+        assert ev.interval(node) == expect
+
+
+def test_a_join_of_a_stepped_index_is_the_hull_of_its_definitions():
+    # the remainder's start: 0 (main loop skipped) or 4 (k + 1) after pass k
+    from gpusafe_instrument import launch_bounds as lb
+
+    ev = lb._Evaluator(None, b"", (1, 1, 1), (1, 1, 1))
+    after = ["add", ["k", 0], ["mul", ["add", ["passes", ["k", 64], 4, False], ["k", 1], 32],
+                                ["k", 4], 32], 32]
+    assert ev.interval(["hull", ["k", 0], after]) == (0, 64)
+    assert ev.interval(["band", ["k", 66], 3]) == (2, 2)
+    assert ev.interval(["band", ["k_range", 64, 66], 3]) == (0, 3)
+    # an operand whose value would wrap: x & 3 is still in [0, 3]
+    assert ev.interval(["band", ["mul", ["k", 1 << 30], ["k", 4], 32], 3]) == (0, 3)
+
+
+KMEANS = r"""
+extern "C" __global__ void kmeans_assign(int* membership, const float* points,
+                                         const float* centers, int n, int k, int dims)
+{
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    int best = 0;
+    float best_d = 3.4e38f;
+    for (int c = 0; c < k; ++c) {
+        float d = 0.f;
+        for (int f = 0; f < dims; ++f) {
+            float x = points[p * dims + f] - centers[c * dims + f];
+            d += x * x;
+        }
+        if (d < best_d) { best_d = d; best = c; }
+    }
+    membership[p] = best;
+}
+"""
+
+
+@pytest.mark.parametrize("k, dims, n_points, n_centers, bad", [
+    (5, 8, 64 * 8, 5 * 8, 0),  # proven: 2 unrolled passes, the remainder not reached
+    (5, 7, 64 * 7, 5 * 7, 0),  # proven: 1 unrolled pass, 3 remainder features
+    (5, 6, 64 * 6, 5 * 6, 0),  # proven: the remainder's third feature is not reached
+    (3, 2, 64 * 2, 3 * 2, None),  # not proven: the unrolled loop's counter starts at 0
+    (5, 8, 64 * 8 - 1, 5 * 8, 5),  # the last thread's last feature, once a centre
+    (5, 7, 64 * 7, 5 * 7 - 1, 64),  # the last centre's last remainder feature
+    (5, 6, 64 * 6, 5 * 6 - 1, 64),  # the remainder's second feature of the last centre
+    (6, 8, 64 * 8, 5 * 8, 64 * 8),  # k = 6 centres of 5: the cluster counter's bound
+])
+def test_an_unrolled_loop_in_a_loop_of_several_blocks_is_bounded(k, dims, n_points, n_centers,
+                                                                   bad):
+    # the cluster loop (several blocks) counts c up to k; its inner loop is
+    # unrolled by 4 and its remainder unrolled into 3 accesses under
+    # dims & 3 != 0, != 1, != 2
+    rng = np.random.default_rng(5)
+    o = run_both(KMEANS, "kmeans_assign", (1, 1, 1), (64, 1, 1),
+                 [Buf(np.zeros(64, np.int32)), Buf(rng.random(n_points, np.float32)),
+                  Buf(rng.random(n_centers, np.float32)), np.int32(64), np.int32(k),
+                  np.int32(dims)])
+    assert o.device == o.oracle
+    assert len(o.device) == (bad or 0)
+    assert_same(o)
+    if bad is None:  # (skipped, it would count through the wrap): the checked kernel ran
+        assert o.checked_instructions > o.plain_instructions
+    elif not bad:
+        assert o.checked_instructions == o.plain_instructions
+
+
+def test_unrolled_loops_agree_with_the_oracle_over_a_sweep_of_counts_and_sizes():
+    # every count from -1 (no pass) to 9 (both loops), each buffer exact or
+    # one element short: the launch is proven or checked, never silent
+    proven = 0
+    for in_n, slack_in, slack_w in itertools.product(range(-1, 10), (-1, 0), (-1, 0)):
+        n_in, n_w = max(in_n, 0) + slack_in, max(in_n, 0) * 64 + slack_w
+        if min(n_in, n_w) < 1:
+            continue
+        o = _backprop(in_n, 64, n_in, n_w)
+        assert o.device == o.oracle, (in_n, slack_in, slack_w)
+        proven += o.checked_instructions == o.plain_instructions
+    rng = np.random.default_rng(2)
+    for dims, slack_p, slack_c in itertools.product(range(0, 10), (-1, 0), (-1, 0)):
+        n_p, n_c = 64 * dims + slack_p, 2 * dims + slack_c
+        if min(n_p, n_c) < 1:
+            continue
+        o = run_both(KMEANS, "kmeans_assign", (1, 1, 1), (64, 1, 1),
+                     [Buf(np.zeros(64, np.int32)), Buf(rng.random(n_p, np.float32)),
+                      Buf(rng.random(n_c, np.float32)), np.int32(64), np.int32(2),
+                      np.int32(dims)])
+        assert o.device == o.oracle, (dims, slack_p, slack_c)
+        proven += o.checked_instructions == o.plain_instructions
+    assert proven >= 10  # the exact-size launches with a count of 4 or more

@@ -25,11 +25,14 @@ Why it is sound: every register in an expression has one unguarded
 definition dominating its reader (``Guards._single``), so where it is read it
 holds the value that definition computed from its operands; the
 exceptions are a register whose other definitions cannot reach the reader
-(``_reaching``), the counter of a one-block loop read before its increment,
+(``launch_loops.reaching``), the counter of a one-block loop read before its increment,
 whose every value the host bounds from its entry value, step and exit
 compare (``ranges``' argument, ``_induction``), and a 32-bit register that
 loop steps beside its counter, bounded through the passes the counter
-allows (``_derived``).  Each narrowing comes from a
+allows (``_derived``), and the registers a down-counting loop (NVRTC's
+unrolled loops and their remainders) steps, bounded through its trip count
+(``launch_loops``, whose docstring gives the argument).  Each narrowing
+comes from a
 branch whose compare saw the value the access reads (the argument of
 ``guards``); a compare of ``x + K`` narrows ``x`` only where ``x + K``
 cannot wrap.  Every value is read as its register's signed value and the
@@ -41,7 +44,8 @@ negative, or where a compare no value satisfies (a value misread).
 What is not proven (the kernel has no proven entry): accesses with a lookup
 (unknown provenance), dynamic shared memory, local memory, registers written
 in a loop other than a one-block loop's counter and the 32-bit registers it
-steps beside it (pointer inductions, loops of several blocks), a constant
+steps beside it, or a down-counting one-block loop's stepped registers
+(loops of several blocks, counters not one launch value), a constant
 offset the analysis lost, kernels with calls,
 ``brx.idx`` or nested scopes.
 """
@@ -63,8 +67,11 @@ from ..nodes import (
     Variable,
 )
 from ..sites import PROVEN_SUFFIX
-from . import ranges
+from . import launch_loops, ranges
 from .guards import Guards, _imm
+from .launch_loops import NotProvable
+from .launch_loops import reaching as _reaching
+from .launch_loops import reentered as _reentered
 from .planning import UNCHECKED_MODES, FunctionPlan, Mode
 
 
@@ -86,10 +93,6 @@ _MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 _COPIED = (Instruction, Label, Loc, Pragma, RegisterDecl, Variable)
 """What a body may hold for the proven entry to copy it."""
 _NOT_COPIED = {"brx", "call"}  # a call's callee may need the context; an indirect branch
-
-
-class NotProvable(Exception):
-    """An access (or the kernel) outside what launch proofs cover."""
 
 
 Expr = list  # a JSON-able node: [op, ...]
@@ -130,8 +133,11 @@ class _Builder:
             r = _reaching(self.guards, name, at if reader is None else reader)
             if r is not None:  # no relation narrows it: a compare may have seen another value
                 return self._definition(name, r[0], r[1], at, relations, depth)
-            return self._induction(name, at if reader is None else reader, at, relations,
-                                   depth)
+            rd = at if reader is None else reader
+            try:
+                return self._induction(name, rd, at, relations, depth)
+            except NotProvable:
+                return launch_loops.value(self, name, rd, at, relations, depth)
         e = self._definition(name, d[0], d[1], at, relations, depth)
         for reg, cmp, other, unsigned, k, wrap in relations:
             if reg != name:
@@ -297,20 +303,34 @@ class _Builder:
         if st.op == "and" and len(ops) == 3:
             k = next((c for c in map(_imm, ops[1:]) if c is not None), None)
             if k is not None and 0 <= k < 1 << 31:
-                return ["k_range", 0, k]
+                x = ops[1] if _imm(ops[2]) is not None else ops[2]
+                try:  # exact for one value (n & 3 of a parameter n), else [0, k]
+                    return ["band", sub(x), k]
+                except NotProvable:
+                    return ["k_range", 0, k]
         raise NotProvable(f"{st.opcode}")
 
     def root_offset(self, reg: str, root: prov.ParamRoot | prov.VarRoot, at: int, relations,
-                    depth: int = 0) -> Expr:
+                    depth: int = 0, reader: int | None = None) -> Expr:
         """The offset of pointer register ``reg`` from ``root`` (a kernel
         parameter's value, or a variable's address): through ``cvta``,
         ``mov``, a shared address truncated to 32 bits and ``add`` of a
         scalar, down to the ``ld.param`` of the root (``mov`` of the
-        variable)."""
+        variable); a pointer a down-counting loop steps (``launch_loops``)
+        as ``reader`` (``at`` when None) reads it."""
+        if depth > 16:
+            raise NotProvable("pointer too deep")
         d = self.guards._single(reg, at)
-        if d is None or depth > 16:
-            raise NotProvable(f"{reg}: no single dominating definition")
-        st = d[1]
+        if d is None:
+            return launch_loops.stepped(
+                self, reg, at if reader is None else reader, at, relations, depth,
+                lambda p0, st: self._root_def(reg, p0, st, root, at, relations, depth + 1))
+        return self._root_def(reg, d[0], d[1], root, at, relations, depth)
+
+    def _root_def(self, reg: str, def_at: int, st: Instruction,
+                  root: prov.ParamRoot | prov.VarRoot, at: int, relations, depth: int) -> Expr:
+        """``root_offset`` of ``reg`` as instruction ``st`` (at ``def_at``)
+        defines it."""
         ops = st.operands
         var = isinstance(root, prov.VarRoot)
         if not var and st.op == "ld" and len(ops) == 2 \
@@ -330,18 +350,20 @@ class _Builder:
         # a shared address fits 32 bits: the truncation keeps the offset of an
         # access that is proven inside its variable
         if var and st.opcode in ("cvt.u32.u64", "cvt.s32.s64") and isinstance(ops[1], Register):
-            return self.root_offset(ops[1].name, root, at, relations, depth + 1)
+            return self.root_offset(ops[1].name, root, at, relations, depth + 1, def_at)
         if st.opcode in moves and len(ops) == 2 and isinstance(ops[1], Register):
-            return self.root_offset(ops[1].name, root, at, relations, depth + 1)
+            return self.root_offset(ops[1].name, root, at, relations, depth + 1, def_at)
         if st.opcode in ("add.s64", "add.u64", "add.s32", "add.u32") and len(ops) == 3:
             for k in (1, 2):
                 base, other = ops[k], ops[3 - k]
                 if isinstance(base, Register):
                     try:
-                        inner = self.root_offset(base.name, root, at, relations, depth + 1)
+                        inner = self.root_offset(base.name, root, at, relations, depth + 1,
+                                                 def_at)
                     except NotProvable:
                         continue
-                    return ["add", inner, self.expr(other, at, relations, depth + 1), 64]
+                    return ["add", inner,
+                            self.expr(other, at, relations, depth + 1, reader=def_at), 64]
         raise NotProvable(f"{st.opcode} in a pointer")
 
     def _selp(self, op: object, at: int) -> list[tuple[object, list]] | None:
@@ -476,61 +498,6 @@ class _Builder:
         return a, cmp, b, unsigned, setp_at
 
 
-def _reaching(g: Guards, name: str, reader: int) -> tuple[int, Instruction] | None:
-    """The one definition of ``name`` (written more than once) that the
-    read at statement ``reader`` can see: an unguarded instruction
-    dominating the reader, with the reader reachable from no other
-    definition.  Some definition ran before the read (that one dominates
-    it), and the last to run was that one: any other would have a path
-    to the reader.  (A histogram's ``b = threadIdx.x`` loop starts from
-    ``threadIdx.x``, whose register a later loop counts on.)"""
-    defs = g.defs.get(name, [])
-    if len(defs) < 2:
-        return None
-    for d0 in defs:
-        st = g.body[d0]
-        if type(st) is Instruction and st.guard is None and g._dominates(d0, reader) \
-                and not any(_reaches(g, d, reader) for d in defs if d != d0):
-            return d0, st
-    return None
-
-def _reaches(g: Guards, i: int, j: int) -> bool:
-    """Whether some path runs from statement ``i`` to statement ``j``."""
-    graph = g.graph
-    bi, bj = graph.block_of[i], graph.block_of[j]
-    if bi == bj and i < j:
-        return True
-    seen: set[int] = set()
-    todo = list(graph.blocks[bi].successors)
-    while todo:
-        b = todo.pop()
-        if b == bj:
-            return True
-        if b not in seen:
-            seen.add(b)
-            todo.extend(graph.blocks[b].successors)
-    return False
-
-
-def _reentered(g: Guards, header: int, p0: int) -> bool:
-    """Whether the loop ``header`` can be entered again after it exits
-    without passing statement ``p0`` (its counter's entry value): an
-    outer loop would then start it from where it stopped."""
-    graph = g.graph
-    home = graph.block_of[p0]
-    seen: set[int] = set()
-    todo = [b for b in graph.blocks[header].successors if b != header]
-    while todo:
-        b = todo.pop()
-        if b == header:
-            return True
-        if b in seen or b == home:  # entering p0's block runs p0
-            continue
-        seen.add(b)
-        todo.extend(graph.blocks[b].successors)
-    return False
-
-
 def _as_operand(x: str | int) -> Register | Immediate:
     return Register(x) if isinstance(x, str) else Immediate.integer(x)
 
@@ -569,7 +536,9 @@ def launch_proof(plan: FunctionPlan) -> str | None:
         for acc in plan.accesses:
             if acc.mode in UNCHECKED_MODES:
                 continue
-            accesses.append(_access(builder, acc))
+            access = _access(builder, acc)
+            conds = launch_loops.reach_conditions(builder, acc.path[0])
+            accesses.append(["reach", conds, access] if conds else access)
     except NotProvable:
         return None
     if not accesses:
