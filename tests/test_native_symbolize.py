@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 
+from gpusafe.engine import callsite
 from gpusafe.native import symbolize
 
 
@@ -59,4 +60,4 @@ def test_a_library_without_line_tables_has_no_frames() -> None:
 def test_a_python_program_is_not_a_native_one() -> None:
     """Its interpreter's frames (the python binary carries DWARF) must never
     be taken for the program's: only Python frames name its sites."""
-    assert not symbolize.native_program()
+    assert not callsite.native_program()

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from test_run_cli import PROLOGUE, ROOT, gpusafe_run
 
 FAULTING = r"""
@@ -275,13 +276,20 @@ def test_the_program_imports_its_own_modules_and_sees_only_the_start_up_hook(tmp
                for f in after["own"].values() if f), after["own"]
 
 
-def test_a_program_killed_by_sigterm_keeps_its_launch_counts(tmp_path) -> None:
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_a_program_killed_by_sigterm_keeps_its_launch_counts(tmp_path, sigint: str) -> None:
     """Killed while it waits (a CI job's timeout), the program has run three
     checked launches within the same second: the report counts all three,
-    which only a flush at the signal (atexit does not run) can write."""
+    which only a flush at the signal (atexit does not run) can write.  Also
+    when it started with SIGINT ignored, as a script's background job does
+    (Python then installs no SIGINT handler of its own)."""
     import os
     import signal
     import subprocess
+
+    def start() -> None:
+        if sigint == "ignored":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     app = _program(tmp_path, """\
     ptx = compile_to_ptx('extern "C" __global__ void one(int* p) { p[threadIdx.x] = 1; }',
@@ -304,7 +312,7 @@ def test_a_program_killed_by_sigterm_keeps_its_launch_counts(tmp_path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpusafe", "run", "--device", "cpu", "--json", str(report), "--",
          sys.executable, str(app)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        stderr=subprocess.STDOUT, text=True, preexec_fn=start)
     _wait_for(tmp_path / "pid", seconds=120)
     os.kill(proc.pid, signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)

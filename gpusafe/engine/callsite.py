@@ -223,3 +223,13 @@ def _function_node(code: CodeType) -> ast.FunctionDef | ast.AsyncFunctionDef | N
             if first == code.co_firstlineno or node.lineno == code.co_firstlineno:
                 return node
     return None
+
+
+def native_program() -> bool:
+    """Whether this interpreter runs inside a native program (started by the
+    stand-in) rather than as the ``python`` of a Python program, whose own
+    frames name its sites and whose interpreter frames are never the program's."""
+    try:
+        return os.path.realpath("/proc/self/exe") != os.path.realpath(sys.executable)
+    except OSError:
+        return False

@@ -25,7 +25,7 @@ UNKNOWN = 999
 
 _reported: set[str] = set()
 _SERVED = {**CALLS, **libraries.CALLS}
-if symbolize.native_program():
+if callsite.native_program():
     callsite.set_native_sites(symbolize.provider())  # its frames name its sites
 
 

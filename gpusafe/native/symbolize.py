@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import ctypes
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -239,16 +238,6 @@ def site(addresses: list[int], depth: int) -> CallSite | None:
     if depth == 0:
         return CallSite((raw[0],), 0, recorded=False, cwd=os.getcwd())
     return CallSite(tuple(raw[:max(depth, 1)]), 0, cwd=os.getcwd())
-
-
-def native_program() -> bool:
-    """Whether this interpreter runs inside a native program (started by the
-    stand-in) rather than as the ``python`` of a Python program, whose own
-    frames name its sites and whose interpreter frames are never the program's."""
-    try:
-        return os.path.realpath("/proc/self/exe") != os.path.realpath(sys.executable)
-    except OSError:
-        return False
 
 
 def provider(library: str | None = None) -> Callable[[int], CallSite | None] | None:

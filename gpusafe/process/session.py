@@ -180,12 +180,13 @@ def _finish_on_termination(session: Session) -> None:
     lose everything since the last flush, launch counts included.  Where
     the program keeps the default action, gpusafe's handler writes the
     report, then dies of the same signal.  Only where Python installed its
-    own signal handlers at start-up (SIGINT is still its
-    ``default_int_handler``): an interpreter embedded in a native program has
-    none, and a Python-level handler there would run only at the next
-    driver call, leaving the program deaf to the signal."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    own signal handlers at start-up, i.e. in a Python program: an
+    interpreter embedded in a native program has none, and a Python-level
+    handler there would run only at the next driver call, leaving the
+    program deaf to the signal.  (Not told by SIGINT's handler: a Python
+    program started with SIGINT ignored, as a background job of a script is,
+    has no ``default_int_handler`` either.)"""
+    if threading.current_thread() is not threading.main_thread() or callsite.native_program():
         return
 
     def finish_and_die(signum: int, frame: object) -> None:
