@@ -100,7 +100,7 @@ def _lowers(text: str, kernel: str) -> str | None:
     program = Program(text, DeviceMemory())
     function = next(f for f in program.module.functions if f.name == kernel)
     try:
-        lower_kernel(function)
+        lower_kernel(function, {f.name: f for f in program.module.functions})
     except Unsupported as e:
         return str(e)
     return None
@@ -145,11 +145,12 @@ def test_corpus_coverage_does_not_regress():
     reasons: Counter[str] = Counter()
     for module in corpus_modules():
         program = Program(module.ptx, DeviceMemory())
+        functions = {f.name: f for f in program.module.functions}
         for function in program.module.functions:
             if function.body is None or not function.is_kernel:
                 continue
             try:
-                lower_kernel(function)
+                lower_kernel(function, functions)
                 covered += 1
             except Unsupported as e:
                 reason = str(e)

@@ -130,6 +130,7 @@ class Launch:
         self.start_ns = time.perf_counter_ns()
         self.count = 0
         self.reserved_shared = 0
+        self.functions: dict = {}  # the module's functions by name (the JIT inlines calls)
         self.stack_limit = stack_limit
         self.timeout = timeout
         self.clock = clock

@@ -391,6 +391,7 @@ class Program(ModuleSymbols):
                         list(observers), stdout, next(_grid_ids), stack_limit=stack_limit,
                         timeout=timeout, workspace=workspace)
         launch.reserved_shared = layout.reserved
+        launch.functions = self._functions  # the JIT inlines the device functions it calls
         for o in observers:
             o.kernel_begin(launch_info)
         self.memory.barred = self.barred() if self.barred is not None else None
