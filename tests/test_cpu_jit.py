@@ -485,3 +485,30 @@ def test_recursive_call_falls_back_with_the_reason(monkeypatch):
     assert note.startswith("interpreter: ") and "recursive call of" in note, note
     assert ref[0].tobytes() == got[0].tobytes() and n_got == n_ref
     assert list(ref[0]) == [0, 1, 1, 2, 3, 5, 8, 0]
+
+
+BARRIER_CALLS = r"""
+extern "C" __global__ void bcalls(int* p)
+{
+    __shared__ int s[128];
+    int t = threadIdx.x;
+    s[t] = t * 3;
+    __syncthreads();  // p and t live across it, into and past the inlined calls
+    int o = atomicExch(&s[(t + 1) & 63], -t);
+    p[t + 64] = o + atomicExch(p + t, 5);
+}
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_calls_after_a_barrier_keep_live_registers(options, monkeypatch):
+    """Registers live across a barrier stay live through an inlined callee
+    (its return is no thread exit); in -G, atomicExch is a nested call."""
+    ptx = nvrtc_compile(BARRIER_CALLS, "k.cu", "compute_75", options)
+    arrays = [np.arange(128, dtype=np.int32)]
+    ref, n_ref, _ = _launch("interpreter", ptx, "bcalls", (1, 1, 1), (64, 1, 1), arrays, b"",
+                            monkeypatch)
+    got, n_got, note = _launch("jit", ptx, "bcalls", (1, 1, 1), (64, 1, 1), arrays, b"",
+                               monkeypatch)
+    assert note == "jit"
+    assert ref[0].tobytes() == got[0].tobytes() and n_got == n_ref

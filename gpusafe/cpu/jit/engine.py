@@ -276,12 +276,13 @@ def _atomics_are_atomic(atomics: int, ir: str) -> bool:
 
 
 def compile_function(function: nodes.Function, holder: Any = None,
-                     functions: dict | None = None) -> Compiled:
+                     functions: dict | None = None,
+                     module_globals: frozenset = frozenset()) -> Compiled:
     """Machine code for a kernel, from this process's cache or the disk cache
     (:mod:`.cache`) when its PTX was compiled before; raises
     :class:`Unsupported` (cached in the process) outside the slice.
     ``holder`` (the decoded kernel) keeps the kernel's text for its next launch."""
-    text = _text_of(function, holder, functions)
+    text = _text_of(function, holder, functions) + _globals_text(module_globals)
     key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
@@ -289,7 +290,7 @@ def compile_function(function: nodes.Function, holder: Any = None,
         if isinstance(hit, Unsupported):
             raise hit
         return hit
-    compiled = _CACHE[key] = _compile_text(function, text, key, functions)
+    compiled = _CACHE[key] = _compile_text(function, text, key, functions, module_globals)
     return compiled
 
 
@@ -305,18 +306,25 @@ def _text_of(function: nodes.Function, holder: Any, functions: dict | None = Non
     return text
 
 
-def in_disk_cache(code: Any, functions: dict | None = None) -> bool:
+def _globals_text(module_globals: frozenset) -> str:
+    """The module variables the lowering refuses: part of the cache key."""
+    return "\n.globals " + " ".join(sorted(module_globals)) if module_globals else ""
+
+
+def in_disk_cache(code: Any, functions: dict | None = None,
+                  module_globals: frozenset = frozenset()) -> bool:
     """Whether the decoded kernel's object code is in the disk cache (not
     read: the entry is verified when it is loaded, and a damaged one compiles
     again)."""
     if not jitcache.enabled():
         return False
-    text = _text_of(code.function, code, functions)
+    text = _text_of(code.function, code, functions) + _globals_text(module_globals)
     return jitcache.has(jitcache.entry_key(_COMPILER_HASH, text, _target_machine().triple))
 
 
 def _compile_text(function: nodes.Function, text: str, key: str,
-                  functions: dict | None = None) -> Compiled:
+                  functions: dict | None = None,
+                  module_globals: frozenset = frozenset()) -> Compiled:
     """A miss of the process's cache: the disk cache, or lower and compile
     (an :class:`Unsupported` answer is cached under ``key`` too)."""
     start = time.perf_counter()
@@ -325,7 +333,7 @@ def _compile_text(function: nodes.Function, text: str, key: str,
     entry = jitcache.load(disk_key)
     if entry is None:
         try:
-            lowered = lower_kernel(function, functions)
+            lowered = lower_kernel(function, functions, module_globals)
         except Unsupported as e:
             _CACHE[key] = e
             raise
@@ -509,7 +517,7 @@ def run(launch: Launch) -> None:
         if reason is not None:
             raise Unsupported(reason)
         compiled = compile_function(launch.code.function, launch.code,
-                                    launch.functions)
+                                    launch.functions, launch.module_globals)
         buffers = _BlockBuffers(launch, compiled)
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))

@@ -189,6 +189,8 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
             return [i + 1, self.calls[i].after + 1] if guarded else [i + 1]
         if i in self.ret_to:
             return [self.ret_to[i], i + 1] if guarded else [self.ret_to[i]]
+        if i in self.returns:  # a call's results coming back, then the caller goes on
+            return [i + 1]
         if instr.op == "bra":
             self.scopes = self.flat_scopes[i]
             target = int(self.target(instr)[2:])
@@ -242,12 +244,15 @@ class Lowered:
     call_depth: int = 0  # deepest nesting of inlined calls
 
 
-def lower_kernel(function: nodes.Function, functions: dict | None = None) -> Lowered:
+def lower_kernel(function: nodes.Function, functions: dict | None = None,
+                 module_globals: frozenset = frozenset()) -> Lowered:
     """The LLVM IR of ``@thread`` for ``function`` and what running it needs;
-    ``functions`` (the module's, by name) are the callees it may inline.
+    ``functions`` (the module's, by name) are the callees it may inline,
+    ``module_globals`` the module's variables other than ``.shared`` (refused).
     Raises :class:`Unsupported` for anything outside the slice."""
     lowerer = _Lowerer(function)
     lowerer.init_calls(functions or {})
+    lowerer.module_globals = module_globals
     body = lowerer.lower()
     ir = _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
     return Lowered(ir, lowerer.sites, lowerer.frame_slots, tuple(lowerer.shared_keys),
