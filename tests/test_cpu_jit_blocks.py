@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 import pytest
-from test_cpu_jit import _launch, _spy
+from test_cpu_jit import _launch, engine_notes
 
 from gpusafe.cpu.errors import IllegalAddress, MisalignedAddress
 from gpusafe.cpu.memory import DeviceMemory
@@ -37,7 +37,7 @@ def _run(engine: str, source: str, kernel: str, grid, block, arrays: list, scala
         base = mem.alloc(a.nbytes)
         mem.write(base, a)
         bases.append(base)
-    notes = _spy(monkeypatch)
+    notes = engine_notes(monkeypatch)
     result = program.launch(kernel, grid, block, shared,
                             struct.pack(f"<{len(bases)}Q", *bases) + scalars)
     outs = [np.frombuffer(mem.read(b, a.nbytes), a.dtype) for a, b in zip(arrays, bases,
@@ -351,7 +351,7 @@ def _instrumented_overrun(engine: str, monkeypatch) -> tuple[list, bytes, int]:
     pipeline = LaunchPipeline(mem)
     launch = pipeline.prepare(result.sites, "over", struct.pack("<Qi", out, 5), allocations,
                               dynamic_shared=0)
-    notes = _spy(monkeypatch)
+    notes = engine_notes(monkeypatch)
     ran = program.launch("over", (2, 1, 1), (40, 1, 1), 0, launch.params)
     device, dropped = pipeline.collect(launch)
     assert notes == (["jit"] if engine == "jit" else [""])
