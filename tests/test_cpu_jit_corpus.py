@@ -126,6 +126,11 @@ def _run(spec: KernelSpec, text: str, shrink: str | None, engine: str, checked: 
             "records": records, "dropped": dropped, "note": note, "call_waits": waits[0]}
 
 
+def _functions(program: Program) -> dict:
+    """The module's defined functions by name, as ``Program`` keeps them."""
+    return {f.name: f for f in program.module.functions if f.body is not None}
+
+
 def _globals(program: Program) -> frozenset:
     return frozenset(v.name for v in program.module.variables if v.space != ".shared")
 
@@ -135,8 +140,7 @@ def _lowers(text: str, kernel: str) -> str | None:
     program = Program(text, DeviceMemory())
     function = next(f for f in program.module.functions if f.name == kernel)
     try:
-        lower_kernel(function, {f.name: f for f in program.module.functions},
-                     _globals(program))
+        lower_kernel(function, _functions(program), _globals(program))
     except Unsupported as e:
         return str(e)
     return None
@@ -185,7 +189,7 @@ def test_corpus_coverage_does_not_regress():
     reasons: Counter[str] = Counter()
     for module in corpus_modules():
         program = Program(module.ptx, DeviceMemory())
-        functions = {f.name: f for f in program.module.functions}
+        functions = _functions(program)
         module_globals = _globals(program)
         for function in program.module.functions:
             if function.body is None or not function.is_kernel:
