@@ -40,9 +40,13 @@ def _kernels(quick: bool):
         if quick and module.origin == "nvrtc" and module.name.split("[")[1][:10] != "compute_75":
             continue
         program = Program(module.ptx, DeviceMemory())
+        # the callees the JIT inlines, and the module variables it refuses
+        functions = {f.name: f for f in program.module.functions if f.body is not None}
+        module_globals = frozenset(v.name for v in program.module.variables
+                                   if v.space != ".shared")
         for function in program.module.functions:
             if function.body is not None and function.is_kernel:
-                yield module.name, function
+                yield module.name, function, functions, module_globals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,21 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     fallbacks = 0
     with tempfile.TemporaryDirectory(prefix="gpusafe-jit-bench-") as tmp:
         engine._target_machine()  # made once per process: not a kernel's cost
-        for i, (name, function) in enumerate(_kernels(args.quick)):
+        for i, (name, function, functions, module_globals) in enumerate(_kernels(args.quick)):
             os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, str(i))  # the same kernel text
             t0 = time.perf_counter()
             try:
-                lower_kernel(function)
+                lower_kernel(function, functions, module_globals)
             except Unsupported:
                 fallbacks += 1
                 continue
             t1 = time.perf_counter()
             engine._CACHE.clear()
-            engine.compile_function(function)
+            engine.compile_function(function, None, functions, module_globals)
             t2 = time.perf_counter()
             engine._CACHE.clear()
             hits = cache.DISK.hits
-            engine.compile_function(function)
+            engine.compile_function(function, None, functions, module_globals)
             t3 = time.perf_counter()
             if cache.DISK.hits != hits + 1:
                 print(f"{name}: {function.name}: the warm compile missed the disk cache",

@@ -415,3 +415,100 @@ def test_sub_word_shifts_bit_counts_and_abs_are_bit_identical(monkeypatch):
     assert list(out[1, :3]) == [0, 0, 0]  # 1 shifted by 65536: not a shift by 0
     assert list(out[16:20, 12]) == [2, 2, 2**32 - 2, 2**32 - 2]  # ties to even
     assert out[0, 28] == 0xFFFFFFFF and out[1, 28] == 0 and out[8, 29] == 0xFFFFFFFF
+
+
+CALLS = r"""
+struct P { int a; float b; };
+__device__ __noinline__ P make(int x, const float* q) { P p; p.a = x * 3; p.b = q[x] + 1.0f; return p; }
+__device__ __noinline__ long long twice(long long v) { return v * 2 - 7; }
+__device__ __noinline__ void put(int* o, int i, int v) { o[i] = v + (int)twice(i); }
+__device__ __noinline__ float scale(float v, double s) { return (float)(v * s); }
+extern "C" __global__ void calls(int* out, const float* q, float* f, long long* w, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    P p = make(i, q);
+    put(out, i, p.a);
+    f[i] = scale(p.b, 0.5) + scale(q[i], -3.25);
+    w[i] = twice((long long)i << 33) + (i & 1 ? twice(p.a) : 0);
+}
+extern "C" __global__ void flat(int* out, const float* q, float* f, long long* w, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    put(out, i, i * 3);
+    f[i] = scale(q[i], 0.5) + scale(q[i], -3.25);
+    w[i] = twice((long long)i << 33) + (i & 1 ? twice(i) : 0);
+}
+"""
+
+
+@pytest.mark.parametrize(("options", "kernel"), [((), "calls"), (("-G",), "calls"),
+                                                 (("-G",), "flat")], ids=["O3", "G", "G-flat"])
+def test_device_function_calls_are_bit_identical(options, kernel, monkeypatch):
+    """Calls inlined by the JIT: arguments by value and by pointer, a struct
+    and a .b64 returned, a nested call, a callee used several times, a
+    guarded call: outputs and instruction counts are the interpreter's."""
+    ptx = nvrtc_compile(CALLS, "k.cu", "compute_75", options)
+    n = 70
+    rng = np.random.default_rng(5)
+    arrays = [np.zeros(n, np.int32), rng.standard_normal(n).astype(np.float32),
+              np.zeros(n, np.float32), np.zeros(n, np.int64)]
+    scalars = struct.pack("<i", n - 3)
+    ref, n_ref, _ = _launch("interpreter", ptx, kernel, (2, 1, 1), (40, 1, 1), arrays,
+                            scalars, monkeypatch)
+    got, n_got, note = _launch("jit", ptx, kernel, (2, 1, 1), (40, 1, 1), arrays, scalars,
+                               monkeypatch)
+    if options and kernel == "calls":  # -G: make() keeps its struct in a .local frame
+        assert note.startswith("interpreter: ") and ".local variables" in note, note
+        return
+    assert note == "jit"
+    for r, g in zip(ref, got, strict=True):
+        assert r.tobytes() == g.tobytes()
+    assert n_got == n_ref
+    assert ref[3][5] == (5 << 34) - 7 + (2 * 15 - 7 if kernel == "calls" else 2 * 5 - 7)
+
+
+RECURSIVE = r"""
+__device__ __noinline__ int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+extern "C" __global__ void rec(int* out) { out[threadIdx.x] = fib(threadIdx.x % 7); }
+"""
+
+
+def test_recursive_call_falls_back_with_the_reason(monkeypatch):
+    ptx = nvrtc_compile(RECURSIVE, "k.cu", "compute_75", ())
+    arrays = [np.zeros(8, np.int32)]
+    ref, n_ref, _ = _launch("interpreter", ptx, "rec", (1, 1, 1), (8, 1, 1), arrays, b"",
+                            monkeypatch)
+    got, n_got, note = _launch("jit", ptx, "rec", (1, 1, 1), (8, 1, 1), arrays, b"",
+                               monkeypatch)
+    assert note.startswith("interpreter: ") and "recursive call of" in note, note
+    assert ref[0].tobytes() == got[0].tobytes() and n_got == n_ref
+    assert list(ref[0]) == [0, 1, 1, 2, 3, 5, 8, 0]
+
+
+BARRIER_CALLS = r"""
+extern "C" __global__ void bcalls(int* p)
+{
+    __shared__ int s[128];
+    int t = threadIdx.x;
+    s[t] = t * 3;
+    __syncthreads();  // p and t live across it, into and past the inlined calls
+    int o = atomicExch(&s[(t + 1) & 63], -t);
+    p[t + 64] = o + atomicExch(p + t, 5);
+}
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_calls_after_a_barrier_keep_live_registers(options, monkeypatch):
+    """Registers live across a barrier stay live through an inlined callee
+    (its return is no thread exit); in -G, atomicExch is a nested call."""
+    ptx = nvrtc_compile(BARRIER_CALLS, "k.cu", "compute_75", options)
+    arrays = [np.arange(128, dtype=np.int32)]
+    ref, n_ref, _ = _launch("interpreter", ptx, "bcalls", (1, 1, 1), (64, 1, 1), arrays, b"",
+                            monkeypatch)
+    got, n_got, note = _launch("jit", ptx, "bcalls", (1, 1, 1), (64, 1, 1), arrays, b"",
+                               monkeypatch)
+    assert note == "jit"
+    assert ref[0].tobytes() == got[0].tobytes() and n_got == n_ref

@@ -25,9 +25,12 @@ extern "C" __global__ void vadd(float* out, const float* a, const float* b, int 
 }
 """
 
-CALLS = r"""
-__device__ __noinline__ int twice(int v) { return 2 * v; }
-extern "C" __global__ void twice_all(int* p) { p[threadIdx.x] = twice(threadIdx.x); }
+REFUSED = r"""
+extern "C" __global__ void twice_all(int* p)
+{
+    int v = ((volatile int*)p)[threadIdx.x];  // ld.volatile: the JIT refuses it
+    p[threadIdx.x] = 2 * threadIdx.x + v * 0;
+}
 """
 
 N = 256
@@ -132,14 +135,14 @@ def test_disk_cached_code_is_used_only_for_a_launch_worth_the_link(auto, vadd_pt
 
 def _twice(monkeypatch) -> list[int]:
     mem = DeviceMemory()
-    program = Program(nvrtc_compile(CALLS, "calls.cu", "compute_75", ()), mem)
+    program = Program(nvrtc_compile(REFUSED, "refused.cu", "compute_75", ()), mem)
     out = mem.alloc(4 * 32)
     program.launch("twice_all", (1, 1, 1), (32, 1, 1), 0, struct.pack("<Q", out))
     return np.frombuffer(mem.read(out, 4 * 32), np.int32).tolist()
 
 
 def test_only_a_refused_launch_worth_compiling_is_named(auto):
-    """A kernel the JIT does not cover (a call) is no note while the policy
+    """A kernel the JIT does not cover (a volatile load) is no note while the policy
     interprets it, and named with the lowering's reason once a launch would
     have paid; the results are the interpreter's both times."""
     notes = engine_notes(auto)

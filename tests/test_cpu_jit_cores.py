@@ -11,6 +11,7 @@ import pytest
 
 from gpusafe.cpu.errors import IllegalAddress
 from gpusafe.cpu.jit import cores, engine
+from gpusafe.cpu.jit.lower import lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
@@ -159,8 +160,21 @@ def test_the_thread_knob(monkeypatch):
 def test_a_plain_atomic_keeps_the_kernel_on_one_thread():
     program = Program(nvrtc_compile(KERNELS, "k.cu", "compute_75", ()), DeviceMemory())
     mix = next(f for f in program.module.functions if f.name == "mix")
-    assert engine._atomics_are_atomic(mix, "  %r1 = atomicrmw add ptr %p, i32 1 monotonic")
-    assert not engine._atomics_are_atomic(mix, "  %r1 = load i32, ptr %p")
+    atomics = lower_kernel(mix).atomics
+    assert atomics == 1
+    assert engine._atomics_are_atomic(atomics, "  %r1 = atomicrmw add ptr %p, i32 1 monotonic")
+    assert not engine._atomics_are_atomic(atomics, "  %r1 = load i32, ptr %p")
+
+
+def test_atomics_of_inlined_callees_count():
+    """A callee's atomic, inlined twice, is two atomics the IR must have."""
+    source = r"""
+    __device__ __noinline__ void bump(int* c, int v) { atomicAdd(c, v); }
+    extern "C" __global__ void two(int* c) { bump(c, 1); bump(c + 1, 2); }
+    """
+    program = Program(nvrtc_compile(source, "k.cu", "compute_75", ()), DeviceMemory())
+    functions = {f.name: f for f in program.module.functions}
+    assert lower_kernel(functions["two"], functions).atomics == 2
 
 
 def test_a_small_grid_stays_on_one_thread(monkeypatch):

@@ -130,6 +130,8 @@ class Launch:
         self.start_ns = time.perf_counter_ns()
         self.count = 0
         self.reserved_shared = 0
+        self.functions: dict = {}  # the module's functions by name (the JIT inlines calls)
+        self.module_globals: frozenset = frozenset()  # its .global/.const variables
         self.stack_limit = stack_limit
         self.timeout = timeout
         self.clock = clock

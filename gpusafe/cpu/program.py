@@ -99,6 +99,9 @@ class Program(ModuleSymbols):
         launch (peer access changes); None: every device's."""
         self._loaded = True
         self._functions = index.functions
+        # module variables other than .shared: the JIT leaves kernels naming them
+        self._module_globals = frozenset(v.name for v in self.module.variables
+                                         if v.space != ".shared")
         self._function_address = {
             name: FUNCTION_BASE + 16 * (i + 1) for i, name in enumerate(self._functions)
         }
@@ -391,6 +394,8 @@ class Program(ModuleSymbols):
                         list(observers), stdout, next(_grid_ids), stack_limit=stack_limit,
                         timeout=timeout, workspace=workspace)
         launch.reserved_shared = layout.reserved
+        launch.functions = self._functions  # the JIT inlines the device functions it calls
+        launch.module_globals = self._module_globals
         for o in observers:
             o.kernel_begin(launch_info)
         self.memory.barred = self.barred() if self.barred is not None else None

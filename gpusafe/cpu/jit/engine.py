@@ -173,6 +173,7 @@ class Compiled:
     shared_keys: tuple = ()  # shared variables whose offsets the launch supplies
     local_size: int = 0  # bytes of the kernel's .local variables
     parallel: bool = False  # blocks may run on several threads (see .cores)
+    call_depth: int = 0  # deepest nesting of inlined device-function calls
 
 
 @dataclass
@@ -217,7 +218,39 @@ def _target_machine() -> Any:
     return _TARGET[0]
 
 
-def _function_text(function: nodes.Function) -> str:
+def _function_text(function: nodes.Function, functions: dict | None = None) -> str:
+    """The kernel's text, and the text of every device function it may call
+    (inlined into its code: part of the cache key)."""
+    text = _one_text(function)
+    if not functions:
+        return text
+    seen = {function.name}
+    todo = [function]
+    parts = [text]
+    while todo:
+        for callee in sorted(_callees(todo.pop())):
+            f = functions.get(callee)
+            if f is not None and callee not in seen:
+                seen.add(callee)
+                todo.append(f)
+                parts.append(_one_text(f))
+    return "\n.func\n".join(parts)
+
+
+def _callees(function: nodes.Function) -> set[str]:
+    names: set[str] = set()
+
+    def walk(statements: list) -> None:
+        for s in statements:
+            if isinstance(s, nodes.Block):
+                walk(s.statements)
+            elif isinstance(s, nodes.Instruction) and s.op == "call":
+                names.update(o.name for o in s.operands if isinstance(o, nodes.Symbol))
+    walk(function.body or [])
+    return names
+
+
+def _one_text(function: nodes.Function) -> str:
     parts = [function.name] + [f"{p.space} {p.type} {p.size} {p.alignment}"
                                for p in function.params]
 
@@ -233,31 +266,23 @@ def _function_text(function: nodes.Function) -> str:
     return "\n".join(parts)
 
 
-def _atomics_are_atomic(function: nodes.Function, ir: str) -> bool:
+def _atomics_are_atomic(atomics: int, ir: str) -> bool:
     """Whether every ``atom``/``red`` of the kernel became an LLVM atomic (an
     ``atomicrmw`` or ``cmpxchg`` each, at least): then blocks on several
     threads cannot lose an update.  A lowering that makes one a plain
     load-op-store (exact when one thread runs at a time) keeps the kernel on
     one thread."""
-    atomics = 0
-
-    def walk(statements: list) -> None:
-        nonlocal atomics
-        for s in statements:
-            if isinstance(s, nodes.Block):
-                walk(s.statements)
-            elif isinstance(s, nodes.Instruction) and s.op in ("atom", "red"):
-                atomics += 1
-    walk(function.body or [])
     return ir.count(" atomicrmw ") + ir.count(" cmpxchg ") >= atomics
 
 
-def compile_function(function: nodes.Function, holder: Any = None) -> Compiled:
+def compile_function(function: nodes.Function, holder: Any = None,
+                     functions: dict | None = None,
+                     module_globals: frozenset = frozenset()) -> Compiled:
     """Machine code for a kernel, from this process's cache or the disk cache
     (:mod:`.cache`) when its PTX was compiled before; raises
     :class:`Unsupported` (cached in the process) outside the slice.
     ``holder`` (the decoded kernel) keeps the kernel's text for its next launch."""
-    text = _text_of(function, holder)
+    text = _text_of(function, holder, functions) + _globals_text(module_globals)
     key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
@@ -265,33 +290,41 @@ def compile_function(function: nodes.Function, holder: Any = None) -> Compiled:
         if isinstance(hit, Unsupported):
             raise hit
         return hit
-    compiled = _CACHE[key] = _compile_text(function, text, key)
+    compiled = _CACHE[key] = _compile_text(function, text, key, functions, module_globals)
     return compiled
 
 
-def _text_of(function: nodes.Function, holder: Any) -> str:
+def _text_of(function: nodes.Function, holder: Any, functions: dict | None = None) -> str:
     """The kernel's text, kept as long as ``holder`` lives (the parsed
     function has slots: no weak reference to it)."""
     if holder is None:
-        return _function_text(function)
+        return _function_text(function, functions)
     text = _TEXTS.get(id(holder))
     if text is None:
-        text = _TEXTS[id(holder)] = _function_text(function)
+        text = _TEXTS[id(holder)] = _function_text(function, functions)
         weakref.finalize(holder, _TEXTS.pop, id(holder), None)
     return text
 
 
-def in_disk_cache(code: Any) -> bool:
+def _globals_text(module_globals: frozenset) -> str:
+    """The module variables the lowering refuses: part of the cache key."""
+    return "\n.globals " + " ".join(sorted(module_globals)) if module_globals else ""
+
+
+def in_disk_cache(code: Any, functions: dict | None = None,
+                  module_globals: frozenset = frozenset()) -> bool:
     """Whether the decoded kernel's object code is in the disk cache (not
     read: the entry is verified when it is loaded, and a damaged one compiles
     again)."""
     if not jitcache.enabled():
         return False
-    text = _text_of(code.function, code)
+    text = _text_of(code.function, code, functions) + _globals_text(module_globals)
     return jitcache.has(jitcache.entry_key(_COMPILER_HASH, text, _target_machine().triple))
 
 
-def _compile_text(function: nodes.Function, text: str, key: str) -> Compiled:
+def _compile_text(function: nodes.Function, text: str, key: str,
+                  functions: dict | None = None,
+                  module_globals: frozenset = frozenset()) -> Compiled:
     """A miss of the process's cache: the disk cache, or lower and compile
     (an :class:`Unsupported` answer is cached under ``key`` too)."""
     start = time.perf_counter()
@@ -300,13 +333,14 @@ def _compile_text(function: nodes.Function, text: str, key: str) -> Compiled:
     entry = jitcache.load(disk_key)
     if entry is None:
         try:
-            lowered = lower_kernel(function)
+            lowered = lower_kernel(function, functions, module_globals)
         except Unsupported as e:
             _CACHE[key] = e
             raise
         meta = {"sites": lowered.sites, "frame_slots": lowered.frame_slots,
                 "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,
-                "parallel": _atomics_are_atomic(function, lowered.ir)}
+                "parallel": _atomics_are_atomic(lowered.atomics, lowered.ir),
+                "call_depth": lowered.call_depth}
         code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(), tm)
         jitcache.store(disk_key, code, meta)
         STATS.compiled += 1
@@ -319,7 +353,7 @@ def _compile_text(function: nodes.Function, text: str, key: str) -> Compiled:
     # JSON gives lists: a special register's key is a tuple again
     shared_keys = tuple(tuple(k) if isinstance(k, list) else k for k in meta["shared_keys"])
     compiled = Compiled(engine, run, seconds, meta["sites"], meta["frame_slots"], shared_keys,
-                        meta["local_size"], meta["parallel"])
+                        meta["local_size"], meta["parallel"], meta.get("call_depth", 0))
     return compiled
 
 
@@ -406,6 +440,12 @@ class _BlockBuffers:
         if _align16(compiled.local_size) != launch.code.local_size:
             raise Unsupported(f"the JIT's .local frame ({compiled.local_size} bytes) is not "
                               f"the decoder's ({launch.code.local_size})")
+        # the interpreter's stack at the deepest call (callees have no .local
+        # frame): more than the launch allows is its StackOverflow to raise
+        need = _align16(launch.code.local_size) + 16 * compiled.call_depth
+        if compiled.call_depth and need > launch.stack_limit:
+            raise Unsupported(f"calls {compiled.call_depth} deep need {need} bytes of stack, "
+                              f"more than the launch's {launch.stack_limit}")
         tpb = launch.tpb
         self.sstride = _align16(max(launch.shared_window, 16))
         self.lstride = _align16(max(launch.code.local_size, 16))
@@ -476,7 +516,8 @@ def run(launch: Launch) -> None:
         reason = why_not(launch)
         if reason is not None:
             raise Unsupported(reason)
-        compiled = compile_function(launch.code.function, launch.code)
+        compiled = compile_function(launch.code.function, launch.code,
+                                    launch.functions, launch.module_globals)
         buffers = _BlockBuffers(launch, compiled)
     except Unsupported as e:
         STATS.fallbacks.append((launch.kernel, str(e)))

@@ -16,6 +16,7 @@ from gpusafe_instrument import nodes
 
 from .access import MemoryLowering
 from .alu import AluLowering
+from .calls import CallLowering
 from .regions import BarrierLowering, live_at
 from .unary import UnaryLowering
 from .values import BITS, Unsupported
@@ -24,7 +25,7 @@ from .warps import WarpLowering
 __all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
-class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, WarpLowering):
+class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------
@@ -32,6 +33,11 @@ class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, Warp
     def flatten(self, statements: list, out: list) -> None:
         for s in statements:
             if isinstance(s, nodes.Instruction):
+                if s.op == "call":
+                    self.inline(s, out)
+                    continue
+                if s.op == "ret":
+                    self.note_ret(len(out))
                 out.append((s, list(self.scopes)))
             elif isinstance(s, nodes.Label):
                 self.scopes[-1][("label", s.name)] = len(out)  # { } scopes labels too
@@ -57,6 +63,8 @@ class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, Warp
         interpreter's decoder lays them out."""
         if var.space == ".shared":
             self.scopes[-1][("shared", var.name)] = True
+        elif var.space == ".param" and var.size is not None:
+            self.param_var(var.name, var.size)
         elif var.space == ".local" and var.size is not None:
             align = var.align or var.element_size
             offset = -(-self.local_size // align) * align
@@ -83,9 +91,15 @@ class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, Warp
             self.instr = instr
             self.index = i
             self.lines.append(f"L{i}:")
+            nxt = f"%L{i + 1}"
+            if i in self.returns:  # not an instruction: the results of a call come back
+                self.call_return(self.returns[i])
+                self.emit(f"br label {nxt}")
+                continue
             self.emit(f"%c{i} = load i64, ptr %cnt\n  %c{i}n = add i64 %c{i}, 1\n"
                       f"  store i64 %c{i}n, ptr %cnt")
-            nxt = f"%L{i + 1}"
+            if instr.op in ("atom", "red"):
+                self.atomics += 1
             if instr.op == "bra":
                 target = self.target(instr)
                 p = self.guard(instr.guard) if instr.guard is not None else None
@@ -96,12 +110,20 @@ class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, Warp
                 else:
                     self.emit(f"br i1 {p}, label {target}, label {nxt}")
                 continue
+            skip = f"%L{self.calls[i].after + 1}" if i in self.calls else nxt
             if instr.guard is not None and instr.op not in ("shfl", "vote", "redux"):
                 # a warp instruction takes its guard itself: predicated-off
                 # lanes still take part (:mod:`.warps`)
                 p = self.guard(instr.guard)
-                self.emit(f"br i1 {p}, label %G{i}, label {nxt}")
+                self.emit(f"br i1 {p}, label %G{i}, label {skip}")
                 self.lines.append(f"G{i}:")
+            if i in self.calls:
+                self.call_entry(self.calls[i])
+                self.emit(f"br label {nxt}")
+                continue
+            if i in self.ret_to:  # a return of an inlined callee
+                self.emit(f"br label %L{self.ret_to[i]}")
+                continue
             if instr.op in ("ret", "exit"):
                 self.emit("br label %done")
                 continue
@@ -163,6 +185,12 @@ class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, Warp
         implicit return)."""
         instr = flat[i]
         guarded = instr.guard is not None
+        if i in self.calls:
+            return [i + 1, self.calls[i].after + 1] if guarded else [i + 1]
+        if i in self.ret_to:
+            return [self.ret_to[i], i + 1] if guarded else [self.ret_to[i]]
+        if i in self.returns:  # a call's results coming back, then the caller goes on
+            return [i + 1]
         if instr.op == "bra":
             self.scopes = self.flat_scopes[i]
             target = int(self.target(instr)[2:])
@@ -191,6 +219,8 @@ class _Lowerer(AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, Warp
     # -- instructions ---------------------------------------------------------
 
     def instruction(self, instr: nodes.Instruction) -> None:
+        if instr.op in ("ld", "st") and "param" in instr.modifiers and self.param_access(instr):
+            return
         handler = getattr(self, "op_" + instr.op, None)
         if handler is None:
             raise self.fail("not in the JIT's first slice")
@@ -210,13 +240,21 @@ class Lowered:
     shared_keys: tuple  # shared variables whose offsets ``%syms`` holds, in order
     local_size: int  # bytes of the kernel's .local variables
     barriers: int
+    atomics: int = 0  # atom/red instructions after inlining: each must be an LLVM atomic
+    call_depth: int = 0  # deepest nesting of inlined calls
 
 
-def lower_kernel(function: nodes.Function) -> Lowered:
-    """The LLVM IR of ``@thread`` for ``function`` and what running it needs.
+def lower_kernel(function: nodes.Function, functions: dict | None = None,
+                 module_globals: frozenset = frozenset()) -> Lowered:
+    """The LLVM IR of ``@thread`` for ``function`` and what running it needs;
+    ``functions`` (the module's, by name) are the callees it may inline,
+    ``module_globals`` the module's variables other than ``.shared`` (refused).
     Raises :class:`Unsupported` for anything outside the slice."""
     lowerer = _Lowerer(function)
+    lowerer.init_calls(functions or {})
+    lowerer.module_globals = module_globals
     body = lowerer.lower()
     ir = _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
     return Lowered(ir, lowerer.sites, lowerer.frame_slots, tuple(lowerer.shared_keys),
-                   lowerer.local_size, len(lowerer.barriers))
+                   lowerer.local_size, len(lowerer.barriers), lowerer.atomics,
+                   lowerer.stack_depth)

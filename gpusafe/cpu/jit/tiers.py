@@ -116,7 +116,8 @@ def worth_compiling(launch: Any) -> str | None:
     if size >= DISK_INSTRUCTIONS:
         if tier.on_disk is None:
             from .engine import in_disk_cache
-            tier.on_disk = in_disk_cache(launch.code)
+            tier.on_disk = in_disk_cache(launch.code, launch.functions,
+                                         launch.module_globals)
         if tier.on_disk:
             return "its compiled code is in the disk cache"
     return None

@@ -100,6 +100,7 @@ class Values:
         self.live_points: list[int] = []  # per suspension: the flat index whose live-in it saves
         self.resume_labels: list[str] = []  # where each resumes
         self.frame_slots = 0  # 8-byte slots of a thread's frame: registers live at a barrier
+        self.module_globals: frozenset = frozenset()  # module .global/.const variables
 
     # -- helpers --------------------------------------------------------------
 
@@ -179,6 +180,9 @@ class Values:
                 return str(LOCAL_STACK_BASE + local + offset)
         if name in self.kparams:
             raise self.fail(f"address of the kernel parameter {name}")
+        if name in self.module_globals:
+            raise self.fail(f"module variable {name} (module .global/.const variables need "
+                            "the interpreter)")
         key = self.shared_key(name)
         if key not in self.shared_keys:
             self.shared_keys.append(key)
