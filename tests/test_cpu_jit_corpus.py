@@ -30,8 +30,6 @@ from test_cpu_jit import engine_notes
 from test_cpu_kernels import _numba_array
 from test_instrument_specs import _params, _place, _shrinkable
 
-from gpusafe.cpu import calls as interpreter_calls
-from gpusafe.cpu.frames import CALL
 from gpusafe.cpu.jit import cores
 from gpusafe.cpu.jit.lower import Unsupported, lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
@@ -65,39 +63,11 @@ def _instrument(text: str):
     return instrument(text)
 
 
-def _count_call_waits(monkeypatch) -> list[int]:
-    """Counts the lanes that wait at a call's gathering point
-    (:func:`gpusafe.cpu.calls._joining`).  The interpreter counts the call
-    instruction once when such a lane arrives and again when it runs the call
-    (as it does for warp instructions, see docs/decisions.md "An interpreter
-    quirk found"); the JIT runs each thread alone, counting every call once."""
-    waits = [0]
-    real = interpreter_calls._joining
-
-    def joining(op):
-        op = real(op)
-        inner = op.run
-
-        def run(fr, act, nact, cur):
-            before = fr.state == CALL
-            r = inner(fr, act, nact, cur)
-            if r[0] is None:
-                waits[0] += int(np.count_nonzero((fr.state == CALL) & ~before))
-            return r
-
-        op.run = run
-        return op
-
-    monkeypatch.setattr(interpreter_calls, "_joining", joining)
-    return waits
-
-
 def _run(spec: KernelSpec, text: str, shrink: str | None, engine: str, checked: bool,
          monkeypatch) -> dict:
-    """One launch of ``spec`` on ``engine``: outputs, stdout, count, records,
-    note, and the lanes that waited at a call (counted twice by the interpreter)."""
+    """One launch of ``spec`` on ``engine``: outputs, stdout, count, records
+    and note."""
     monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-    waits = _count_call_waits(monkeypatch)
     notes = engine_notes(monkeypatch)
     result = _instrument(text)
     mem = DeviceMemory()
@@ -123,7 +93,7 @@ def _run(spec: KernelSpec, text: str, shrink: str | None, engine: str, checked: 
     (note,) = notes
     return {"outputs": {b.name: mem.read(addrs[b.name], sizes[b.name]) for b in spec.buffers},
             "stdout": sorted(out.getvalue().splitlines()), "count": r.instructions,
-            "records": records, "dropped": dropped, "note": note, "call_waits": waits[0]}
+            "records": records, "dropped": dropped, "note": note}
 
 
 def _functions(program: Program) -> dict:
@@ -169,12 +139,8 @@ def test_spec_kernel_is_identical_on_both_engines(spec: KernelSpec, variant: str
             if got["note"] != "jit":
                 _assert_named_fallback(got["note"])
             what = f"{'buggy' if bug else 'correct'} {'instrumented' if checked else 'plain'}"
-            for key in ("outputs", "stdout", "records", "dropped"):
+            for key in ("outputs", "stdout", "count", "records", "dropped"):
                 assert got[key] == ref[key], f"{what}: {key} differs"
-            # exactly the interpreter's count, less its second count of the
-            # calls that lanes waited at (none when both ran interpreted)
-            assert got["count"] == ref["count"] - (
-                ref["call_waits"] if got["note"] == "jit" else 0), f"{what}: count differs"
             if not checked:
                 assert got["note"] == "jit", what  # the plain kernel lowers, so it must run
             if bug is None:

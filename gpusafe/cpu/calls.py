@@ -150,7 +150,10 @@ def _joining(op: Op) -> Op:
                 if others.any() and gathering(fr.code).reaches(cur, fr.pc[others]):
                     state[idx] = CALL
                     fr.pc[idx] = cur
+                    # they run the call once, later: this attempt does not count
+                    fr.launch.count -= nact
                     return None, 0, 0
+            fr.launch.count += len(idx) - nact  # the lanes that waited here run now
             nact = len(idx)
             act = ALL if nact == fr.n else idx
         return inner(fr, act, nact, cur)
