@@ -329,12 +329,15 @@ def test_a_kernel_the_jit_leaves_to_the_interpreter_is_named_in_the_report(tmp_p
 
     app = _program(tmp_path, """\
     src = '''
-    __device__ __noinline__ int twice(int v) { return 2 * v; }
-    extern "C" __global__ void call(int* p) { p[threadIdx.x] = twice(threadIdx.x); }
+    extern "C" __global__ void twice(int* p) {
+        int v = ((volatile int*)p)[threadIdx.x];  // ld.volatile: outside the JIT's reach
+        p[threadIdx.x] = 2 * (v + threadIdx.x);
+    }
     '''
-    ptx = compile_to_ptx(src, "call.cu")
-    fn = check(driver.cuModuleGetFunction(check(driver.cuModuleLoadData(ptx.encode())), b"call"))
+    ptx = compile_to_ptx(src, "twice.cu")
+    fn = check(driver.cuModuleGetFunction(check(driver.cuModuleLoadData(ptx.encode())), b"twice"))
     out = check(driver.cuMemAlloc(4 * 32))
+    check(driver.cuMemsetD32(out, 0, 32))
     values = [np.array([int(out)], dtype=np.uint64)]
     params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
     check(driver.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params.ctypes.data, 0))
@@ -355,5 +358,5 @@ def test_a_kernel_the_jit_leaves_to_the_interpreter_is_named_in_the_report(tmp_p
     doc = json.loads(report.read_text())
     assert doc["summary"]["launches"] == 1
     assert [n.split(":")[0] for n in doc["notes"]] == [
-        "kernel call ran on the CPU device's interpreter, not its JIT"], doc["notes"]
-    assert "note: kernel call ran on the CPU device's interpreter, not its JIT: " in out
+        "kernel twice ran on the CPU device's interpreter, not its JIT"], doc["notes"]
+    assert "note: kernel twice ran on the CPU device's interpreter, not its JIT: " in out

@@ -15,6 +15,8 @@ from typing import Any
 from cuda.bindings.driver import CUresult
 from cuda.bindings.runtime import cudaError_t
 
+from gpusafe_instrument.sites import PROVEN_SUFFIX
+
 from ..cpu.driver import Driver
 from ..cpu.runtime import Runtime
 from ..cpu.scheduler import INTERPRETED
@@ -73,9 +75,13 @@ class CpuBackend:
         """The kernels the JIT was asked to run and left to the interpreter
         (any kernel under ``GPUSAFE_CPU_ENGINE=jit``, a launch worth compiling
         under the default ``auto``): never silent, though the results are the
-        same.  A kernel ``auto`` chose to interpret is not named."""
+        same.  A kernel ``auto`` chose to interpret is not named.  A proven
+        launch's entry is named as its kernel, which is what the user wrote."""
+        named: dict[str, str] = {}
+        for kernel, reason in INTERPRETED.items():
+            named.setdefault(kernel.removesuffix(PROVEN_SUFFIX), reason)
         return [f"kernel {kernel} ran on the CPU device's interpreter, not its JIT: {reason}"
-                for kernel, reason in INTERPRETED.items()]
+                for kernel, reason in named.items()]
 
     def grid_workspace(self) -> int | None:
         return self.driver.grid_workspace()
