@@ -44,6 +44,7 @@ it once, by ``add.s32 C, C, -d`` (``d >= 1``) before that compare
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..nodes import Instruction, Register
@@ -203,15 +204,34 @@ def _nonzero_on_entry(builder, loop: DownLoop, p0: int) -> bool:
     definition ``p0`` (its only one outside the loop) left it, non-zero:
     ``setp.eq C, 0`` not taken, or ``setp.ne C, 0`` taken."""
     g = builder.guards
-    body = builder.body
     if [i for i in g.defs.get(loop.counter, []) if i not in loop.defs[loop.counter]] != [p0]:
         return False
     preds = [p for p in g.graph.blocks[loop.header].predecessors if p != loop.header]
     if len(preds) != 1:
         return False
-    b: int | None = preds[0]
-    while b is not None:
-        into = g.graph.blocks[b].predecessors
+    for setp_at, st, outcome in _deciding_compares(builder, preds[0]):
+        if st.opcode in (("setp.ne.s32", "setp.ne.u32", "setp.ne.b32") if outcome else
+                         ("setp.eq.s32", "setp.eq.u32", "setp.eq.b32")):
+            x, y = st.operands[1], st.operands[2]
+            c = x if _imm(y) == 0 else y if _imm(x) == 0 else None
+            if isinstance(c, Register) and c.name == loop.counter \
+                    and g._dominates(p0, setp_at) \
+                    and _reaching_def(g, c.name, setp_at) == p0:
+                return True
+    return False
+
+
+def _deciding_compares(builder, b: int) -> Iterator[tuple[int, Instruction, bool]]:
+    """The compares that decide the way into block ``b`` and each block
+    dominating it, where a block has one predecessor ending in a guarded
+    branch: ``(index, setp, outcome)``, the outcome being the value of the
+    compare's predicate on the way in (an unguarded three-operand ``setp``
+    only)."""
+    g = builder.guards
+    body = builder.body
+    at: int | None = b
+    while at is not None:
+        into = g.graph.blocks[at].predecessors
         if len(into) == 1:
             pb = g.graph.blocks[into[0]]
             idx = [i for i in range(pb.start, pb.end) if type(body[i]) is Instruction]
@@ -219,23 +239,14 @@ def _nonzero_on_entry(builder, loop: DownLoop, p0: int) -> bool:
             taken = g.label_block.get(getattr(br.operands[0], "name", "")) \
                 if br is not None and br.op == "bra" and br.guard is not None \
                 and br.operands else None
-            if taken is not None and taken != pb.index + 1 and b in (taken, pb.index + 1):
-                outcome = (b == taken) != br.guard.negated
+            if taken is not None and taken != pb.index + 1 and at in (taken, pb.index + 1):
+                outcome = (at == taken) != br.guard.negated
                 setp_at = next((i for i in reversed(idx[:-1])
                                 if br.guard.register in all_defs(body[i])), None)
                 st = body[setp_at] if setp_at is not None else None
-                if st is not None and st.guard is None and len(st.operands) == 3 \
-                        and st.opcode in (("setp.ne.s32", "setp.ne.u32", "setp.ne.b32")
-                                          if outcome else
-                                          ("setp.eq.s32", "setp.eq.u32", "setp.eq.b32")):
-                    x, y = st.operands[1], st.operands[2]
-                    c = x if _imm(y) == 0 else y if _imm(x) == 0 else None
-                    if isinstance(c, Register) and c.name == loop.counter \
-                            and g._dominates(p0, setp_at) \
-                            and _reaching_def(g, c.name, setp_at) == p0:
-                        return True
-        b = g.tree.idom[b]
-    return False
+                if st is not None and st.guard is None and len(st.operands) == 3:
+                    yield setp_at, st, outcome
+        at = g.tree.idom[at]
 
 
 def _reaching_def(g, name: str, reader: int) -> int | None:
@@ -454,40 +465,21 @@ def reach_conditions(builder, at: int) -> list[list]:
     the expression of the register the compare saw: where the launch's
     values contradict one, the access is not reached (the remainder of an
     unrolled loop under ``n & 3 != 1``)."""
-    g = builder.guards
-    body = builder.body
     out: list[list] = []
-    b: int | None = g.graph.block_of[at]
-    while b is not None:
-        into = g.graph.blocks[b].predecessors
-        if len(into) == 1:
-            pb = g.graph.blocks[into[0]]
-            idx = [i for i in range(pb.start, pb.end) if type(body[i]) is Instruction]
-            br = body[idx[-1]] if idx else None
-            taken = g.label_block.get(getattr(br.operands[0], "name", "")) \
-                if br is not None and br.op == "bra" and br.guard is not None \
-                and br.operands else None
-            if taken is not None and taken != pb.index + 1 and b in (taken, pb.index + 1):
-                outcome = (b == taken) != br.guard.negated
-                setp_at = next((i for i in reversed(idx[:-1])
-                                if br.guard.register in all_defs(body[i])), None)
-                st = body[setp_at] if setp_at is not None else None
-                parts = st.opcode.split(".") if st is not None else []
-                if st is not None and st.guard is None and len(st.operands) == 3 \
-                        and len(parts) == 3 and parts[0] == "setp" \
-                        and parts[1] in ("eq", "ne") \
-                        and parts[2] in ("s32", "u32", "b32", "s64", "u64", "b64"):
-                    x, y = st.operands[1], st.operands[2]
-                    reg, k = (x, _imm(y)) if _imm(y) is not None else (y, _imm(x))
-                    if isinstance(reg, Register) and k is not None:
-                        bits = int(parts[2][1:])
-                        k &= (1 << bits) - 1
-                        k -= (k >> (bits - 1)) << bits
-                        try:
-                            e = builder.expr(reg, setp_at, [], 0, bits)
-                        except NotProvable:
-                            e = None
-                        if e is not None:
-                            out.append([e, "ne" if (parts[1] == "ne") == outcome else "eq", k])
-        b = g.tree.idom[b]
+    for setp_at, st, outcome in _deciding_compares(builder, builder.guards.graph.block_of[at]):
+        parts = st.opcode.split(".")
+        if len(parts) == 3 and parts[0] == "setp" and parts[1] in ("eq", "ne") \
+                and parts[2] in ("s32", "u32", "b32", "s64", "u64", "b64"):
+            x, y = st.operands[1], st.operands[2]
+            reg, k = (x, _imm(y)) if _imm(y) is not None else (y, _imm(x))
+            if isinstance(reg, Register) and k is not None:
+                bits = int(parts[2][1:])
+                k &= (1 << bits) - 1
+                k -= (k >> (bits - 1)) << bits
+                try:
+                    e = builder.expr(reg, setp_at, [], 0, bits)
+                except NotProvable:
+                    e = None
+                if e is not None:
+                    out.append([e, "ne" if (parts[1] == "ne") == outcome else "eq", k])
     return out
