@@ -33,7 +33,7 @@ test: $(VENV)/.installed-test
 # property tests that tests/conftest.py marks slow.
 check: $(VENV)/.installed-test
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadfile
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/parse_speed.py

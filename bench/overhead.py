@@ -435,20 +435,36 @@ def registers() -> None:
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
         for r in ex.map(job, corpus_modules()):
             rows.extend(r)
+    _register_summary(rows, "every corpus kernel", listed=True)
+    optimised = [r for r in rows if not _debug_build(r[0])]
+    _register_summary(optimised, "optimised builds only (the -G builds left out: debug code "
+                      "keeps every call and spill, and nobody tunes its occupancy)", listed=False)
+
+
+def _debug_build(module: str) -> bool:
+    """Whether a corpus module is a ``-G`` build (its name carries its NVRTC options)."""
+    return ",-G]" in module or "[-G]" in module
+
+
+def _register_summary(rows: list[tuple[str, str, int, int]], title: str, *,
+                      listed: bool) -> None:
     deltas = [c - p for _, _, p, c in rows]
     worst = max(rows, key=lambda r: r[3] - r[2])
-    print(f"functions: {len(rows)} (kernels and device functions over the corpus)")
-    print(f"register change: median {statistics.median(deltas):+}, mean "
+    print(f"{title}: {len(rows)} kernels")
+    print(f"  register change: median {statistics.median(deltas):+}, mean "
           f"{statistics.mean(deltas):+.1f}, worst {worst[3] - worst[2]:+} "
           f"({worst[1]} in {worst[0]}: {worst[2]} -> {worst[3]})")
     pct = [(c - p) / p for _, _, p, c in rows if p]
-    print(f"relative: median {statistics.median(pct):+.0%}, worst {max(pct):+.0%}")
+    print(f"  relative: median {statistics.median(pct):+.0%}, worst {max(pct):+.0%}")
     lose = [(m, k, p, c) for m, k, p, c in rows if occupancy(c) < occupancy(p)]
-    print(f"occupancy on sm_90 at {BLOCK} threads per block (registers only): unchanged for "
-          f"{len(rows) - len(lose)} of {len(rows)} functions "
-          f"({(len(rows) - len(lose)) / len(rows):.0%}); lower for {len(lose)}:")
+    print(f"  occupancy on sm_90 at {BLOCK} threads per block (registers only): unchanged for "
+          f"{len(rows) - len(lose)} of {len(rows)} "
+          f"({(len(rows) - len(lose)) / len(rows):.1%}); lower for {len(lose)}"
+          + (":" if listed and lose else ""))
+    if not listed:
+        return
     for m, k, p, c in sorted(lose, key=lambda r: occupancy(r[3]) - occupancy(r[2])):
-        print(f"  {k} in {m}: {p} -> {c} registers, occupancy {occupancy(p):.0%} -> "
+        print(f"    {k} in {m}: {p} -> {c} registers, occupancy {occupancy(p):.0%} -> "
               f"{occupancy(c):.0%}")
 
 

@@ -97,7 +97,9 @@ def test_the_depth_bounds_the_frames_but_never_drops_the_named_one() -> None:
     callsite.configure(1)
     assert [f.function for f in deep(5).frames] == ["alloc", "deep"]
     callsite.configure(32)
-    assert [f.function for f in deep(5).frames] == ["alloc"] + ["deep"] * 6 + [
+    # what called the test depends on the runner (pytest-xdist's workers run
+    # from ``<string>``, which is a program's own code): stop at the test
+    assert [f.function for f in deep(5).frames][:8] == ["alloc"] + ["deep"] * 6 + [
         "test_the_depth_bounds_the_frames_but_never_drops_the_named_one"]
 
 
