@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test check lint bench clean
 
+# pytest on every core (at most 8 workers: each holds its own CUDA toolchain
+# and CPU device), one test file per worker so module fixtures are built once.
+PARALLEL := -n auto --maxprocesses 8 --dist loadfile
+
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -27,13 +31,13 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 # The fast loop: every unit test, leaving out the corpus, subprocess and
 # property tests that tests/conftest.py marks slow.
 check: $(VENV)/.installed-test
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadfile
+	$(BIN)/python -m pytest -q -m "not slow" $(PARALLEL)
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/parse_speed.py
