@@ -602,3 +602,40 @@ def test_a_launch_past_its_timeout_is_stopped_in_compiled_code(monkeypatch):
                        timeout=0.3)
     assert len(STATS.fallbacks) == fallbacks
     assert np.frombuffer(mem.read(count, 4), np.int32)[0] > 0
+
+
+NANS = r"""
+extern "C" __global__ void nans(unsigned* bits, const float* x, const float* y, float* f,
+                                double* d)
+{
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    float a = x[t], b = y[t];
+    float p = a * b;                   // inf * 0, NaN operands with payloads
+    float q = fmaf(a, b, p);           // a chain of f32 results
+    float r = q - a + b;
+    s[t] = r;
+    __syncthreads();                   // q and r live across a barrier
+    bits[t] = __float_as_uint(q);
+    bits[64 + t] = __float_as_uint(r + s[63 - t]);
+    f[t] = t & 1 ? q : r;
+    f[64 + t] = q < r ? r : q;         // a compare
+    f[128 + t] = __shfl_down_sync(0xffffffffu, q, 1);
+    d[t] = (double)q;                  // a conversion carries the payload
+}
+"""
+
+
+def test_nan_results_are_canonical_wherever_they_are_read(monkeypatch):
+    """f32 results are kept raw along a chain of arithmetic and canonicalised
+    where read otherwise (``Values.lazy_slots``): every reader (a store of
+    the bits, a select, a compare, a shuffle, a conversion to f64, a barrier in
+    between) sees the interpreter's bits."""
+    special = [0x7FC00001, 0xFFC12345, 0x7F800001, 0x7F800000, 0xFF800000, 0, 0x80000000,
+               0x3F800000, 0x00000001, 0xBF000000, 0x7F7FFFFF]
+    rng = np.random.default_rng(7)
+    x = np.array([special[k % len(special)] for k in range(64)], np.uint32)
+    y = np.array([special[k % len(special)] for k in rng.permutation(64)], np.uint32)
+    _same(NANS, "nans", (1, 1, 1), (64, 1, 1),
+          [np.zeros(128, np.uint32), x.view(np.float32), y.view(np.float32),
+           np.zeros(192, np.float32), np.zeros(64, np.float64)], b"", monkeypatch)

@@ -254,6 +254,13 @@ def lower_kernel(function: nodes.Function, functions: dict | None = None,
     lowerer.init_calls(functions or {})
     lowerer.module_globals = module_globals
     body = lowerer.lower()
+    lazy = lowerer.lazy_slots()
+    if lazy:  # again, with those f32 results canonicalised where read (Values.lazy_slots)
+        lowerer = _Lowerer(function)
+        lowerer.init_calls(functions or {})
+        lowerer.module_globals = module_globals
+        lowerer.lazy = lazy
+        body = lowerer.lower()
     ir = _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
     return Lowered(ir, lowerer.sites, lowerer.frame_slots, tuple(lowerer.shared_keys),
                    lowerer.local_size, len(lowerer.barriers), lowerer.atomics,
