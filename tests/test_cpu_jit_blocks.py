@@ -11,6 +11,7 @@ import pytest
 from test_cpu_jit import _launch, engine_notes
 
 from gpusafe.cpu.errors import IllegalAddress, MisalignedAddress
+from gpusafe.cpu.jit.lower import lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe_testkit.corpus import nvrtc_compile
@@ -639,3 +640,50 @@ def test_nan_results_are_canonical_wherever_they_are_read(monkeypatch):
     _same(NANS, "nans", (1, 1, 1), (64, 1, 1),
           [np.zeros(128, np.uint32), x.view(np.float32), y.view(np.float32),
            np.zeros(192, np.float32), np.zeros(64, np.float64)], b"", monkeypatch)
+
+
+RUN = r"""
+extern "C" __global__ void run(float* out, int shift)
+{
+    __shared__ float s[64];
+    for (int k = 0; k < 64; ++k) s[k] = k * 0.5f;
+    __syncthreads();
+    const float* p = (const float*)((const char*)s + shift);
+    float a = p[0];
+    float b = p[8];
+    float c = a * b;
+    float d = p[16];
+    float e = p[-4];
+    out[0] = a + b + c + d + e;
+}
+"""
+
+
+@pytest.mark.parametrize("shift, error", [
+    (16, None), (0, IllegalAddress), (200, IllegalAddress), (240, IllegalAddress),
+    (-8, IllegalAddress), (226, MisalignedAddress)])
+def test_shared_loads_checked_once_per_run_fault_where_the_interpreter_does(
+        monkeypatch, shift, error):
+    """The four loads of ``p`` (one base register) are checked together at
+    the first (``MemoryLowering._precheck_run``); whichever of them is bad
+    (the 4th, 3rd, 2nd, 1st, misaligned) is the interpreter's error, PTX
+    line and message."""
+    program = Program(_ptx(RUN), DeviceMemory())
+    function = next(f for f in program.module.functions if f.name == "run")
+    assert "%RF" in lower_kernel(function).ir  # the run's check is there
+    if error is None:
+        _same(RUN, "run", (1, 1, 1), (1, 1, 1), [np.zeros(1, np.float32)],
+              struct.pack("<i", shift), monkeypatch)
+        return
+    seen = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(_ptx(RUN), mem)
+        out = mem.alloc(4)
+        notes = engine_notes(monkeypatch)
+        with pytest.raises(error) as e:
+            program.launch("run", (1, 1, 1), (1, 1, 1), 0, struct.pack("<Qi", out, shift))
+        seen.append((str(e.value), e.value.ptx_line))
+    assert notes == [""]  # the JIT ran it and failed (a fallback says "interpreter: ...")
+    assert seen[0] == seen[1]

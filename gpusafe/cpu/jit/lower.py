@@ -83,6 +83,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
         flat: list[tuple[nodes.Instruction, list]] = []
         self.flatten(f.body or [], flat)
         self.flat_scopes = [scopes for _, scopes in flat]
+        self.flat = [instr for instr, _ in flat]
         n = len(flat)
         self.uses = [set() for _ in range(n + 1)]
         self.defs = [set() for _ in range(n + 1)]
