@@ -165,12 +165,16 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
             load.append(f"  br label %{label}")
             restores.append("\n".join(load))
             cases.append(f"i32 {k + 1}, label %R{k}")
-        head = ("define internal i32 @thread(ptr %params, ptr %ctx, ptr %count, "
+        # the launch's bookkeeping (not memory the kernel can reach) is noalias:
+        # a store to device memory no longer makes LLVM reload a register the
+        # barrier restored, nor store it back unchanged (see docs/decisions.md)
+        head = ("define internal i32 @thread(ptr noalias %params, ptr noalias %ctx, "
+                "ptr noalias %count, "
                 + ", ".join(f"i32 %sr{k}" for k in range(12))
-                + ", ptr %frame, i32 %resume, ptr nonnull %shared, i64 %sstride, "
+                + ", ptr noalias %frame, i32 %resume, ptr nonnull %shared, i64 %sstride, "
                   "ptr nonnull %local, "
-                  "i64 %lstride, ptr %syms, i32 %lin, i32 %tpb, ptr %pub, ptr %snap, "
-                  "ptr %sstate) {\nentry:\n"
+                  "i64 %lstride, ptr noalias %syms, i32 %lin, i32 %tpb, ptr noalias %pub, "
+                  "ptr noalias %snap, ptr noalias %sstate) {\nentry:\n"
                 + "  %cnt = alloca i64\n  store i64 0, ptr %cnt\n"
                 + "  %spin = alloca i32\n  store i32 0, ptr %spin\n"
                 + "\n".join(self.allocas)
