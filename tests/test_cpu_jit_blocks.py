@@ -687,3 +687,26 @@ def test_shared_loads_checked_once_per_run_fault_where_the_interpreter_does(
         seen.append((str(e.value), e.value.ptx_line))
     assert notes == [""]  # the JIT ran it and failed (a fallback says "interpreter: ...")
     assert seen[0] == seen[1]
+
+
+STALE = r"""
+extern "C" __global__ void stale(unsigned* out)
+{
+    unsigned x;
+    // t is read before it is written and lives across the barrier: it lives
+    // in the thread's frame, which the previous block's thread left behind
+    asm volatile("{\n\t.reg .u32 t;\n\tadd.u32 %0, t, 1;\n\tbar.sync 0;\n"
+                 "\tadd.u32 t, t, %1;\n\tadd.u32 %0, %0, t;\n\t}"
+                 : "=r"(x) : "r"(threadIdx.x + 100 * blockIdx.x));
+    out[blockIdx.x * blockDim.x + threadIdx.x] = x;
+}
+"""
+
+
+def test_registers_live_at_a_barrier_start_at_zero_in_every_block(monkeypatch):
+    """Registers live at a suspension live in the thread's frame (reused from
+    block to block); one a thread reads before writing is zeroed at its start,
+    as the interpreter's registers are."""
+    out = _same(STALE, "stale", (3, 1, 1), (32, 1, 1), [np.zeros(96, np.uint32)], b"",
+                monkeypatch)
+    assert list(out[0][:3]) == [1, 2, 3]
