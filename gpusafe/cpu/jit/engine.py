@@ -340,7 +340,8 @@ def _compile_text(function: nodes.Function, text: str, key: str,
                 "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,
                 "parallel": _atomics_are_atomic(lowered.atomics, lowered.ir),
                 "call_depth": lowered.call_depth}
-        code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(), tm)
+        code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(lowered.barriers > 0),
+                                    tm)
         jitcache.store(disk_key, code, meta)
         STATS.compiled += 1
     else:
