@@ -665,7 +665,7 @@ extern "C" __global__ void run(float* out, int shift)
 def test_shared_loads_checked_once_per_run_fault_where_the_interpreter_does(
         monkeypatch, shift, error):
     """The four loads of ``p`` (one base register) are checked together at
-    the first (``MemoryLowering._precheck_run``); whichever of them is bad
+    the first (``RunChecks._precheck_run``); whichever of them is bad
     (the 4th, 3rd, 2nd, 1st, misaligned) is the interpreter's error, PTX
     line and message."""
     program = Program(_ptx(RUN), DeviceMemory())
