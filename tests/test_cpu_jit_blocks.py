@@ -11,6 +11,7 @@ import pytest
 from test_cpu_jit import _launch, engine_notes
 
 from gpusafe.cpu.errors import IllegalAddress, MisalignedAddress
+from gpusafe.cpu.jit.lower import lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe_testkit.corpus import nvrtc_compile
@@ -602,3 +603,110 @@ def test_a_launch_past_its_timeout_is_stopped_in_compiled_code(monkeypatch):
                        timeout=0.3)
     assert len(STATS.fallbacks) == fallbacks
     assert np.frombuffer(mem.read(count, 4), np.int32)[0] > 0
+
+
+NANS = r"""
+extern "C" __global__ void nans(unsigned* bits, const float* x, const float* y, float* f,
+                                double* d)
+{
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    float a = x[t], b = y[t];
+    float p = a * b;                   // inf * 0, NaN operands with payloads
+    float q = fmaf(a, b, p);           // a chain of f32 results
+    float r = q - a + b;
+    s[t] = r;
+    __syncthreads();                   // q and r live across a barrier
+    bits[t] = __float_as_uint(q);
+    bits[64 + t] = __float_as_uint(r + s[63 - t]);
+    f[t] = t & 1 ? q : r;
+    f[64 + t] = q < r ? r : q;         // a compare
+    f[128 + t] = __shfl_down_sync(0xffffffffu, q, 1);
+    d[t] = (double)q;                  // a conversion carries the payload
+}
+"""
+
+
+def test_nan_results_are_canonical_wherever_they_are_read(monkeypatch):
+    """f32 results are kept raw along a chain of arithmetic and canonicalised
+    where read otherwise (``Values.lazy_slots``): every reader (a store of
+    the bits, a select, a compare, a shuffle, a conversion to f64, a barrier in
+    between) sees the interpreter's bits."""
+    special = [0x7FC00001, 0xFFC12345, 0x7F800001, 0x7F800000, 0xFF800000, 0, 0x80000000,
+               0x3F800000, 0x00000001, 0xBF000000, 0x7F7FFFFF]
+    rng = np.random.default_rng(7)
+    x = np.array([special[k % len(special)] for k in range(64)], np.uint32)
+    y = np.array([special[k % len(special)] for k in rng.permutation(64)], np.uint32)
+    _same(NANS, "nans", (1, 1, 1), (64, 1, 1),
+          [np.zeros(128, np.uint32), x.view(np.float32), y.view(np.float32),
+           np.zeros(192, np.float32), np.zeros(64, np.float64)], b"", monkeypatch)
+
+
+RUN = r"""
+extern "C" __global__ void run(float* out, int shift)
+{
+    __shared__ float s[64];
+    for (int k = 0; k < 64; ++k) s[k] = k * 0.5f;
+    __syncthreads();
+    const float* p = (const float*)((const char*)s + shift);
+    float a = p[0];
+    float b = p[8];
+    float c = a * b;
+    float d = p[16];
+    float e = p[-4];
+    out[0] = a + b + c + d + e;
+}
+"""
+
+
+@pytest.mark.parametrize("shift, error", [
+    (16, None), (0, IllegalAddress), (200, IllegalAddress), (240, IllegalAddress),
+    (-8, IllegalAddress), (226, MisalignedAddress)])
+def test_shared_loads_checked_once_per_run_fault_where_the_interpreter_does(
+        monkeypatch, shift, error):
+    """The four loads of ``p`` (one base register) are checked together at
+    the first (``RunChecks._precheck_run``); whichever of them is bad
+    (the 4th, 3rd, 2nd, 1st, misaligned) is the interpreter's error, PTX
+    line and message."""
+    program = Program(_ptx(RUN), DeviceMemory())
+    function = next(f for f in program.module.functions if f.name == "run")
+    assert "%RF" in lower_kernel(function).ir  # the run's check is there
+    if error is None:
+        _same(RUN, "run", (1, 1, 1), (1, 1, 1), [np.zeros(1, np.float32)],
+              struct.pack("<i", shift), monkeypatch)
+        return
+    seen = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(_ptx(RUN), mem)
+        out = mem.alloc(4)
+        notes = engine_notes(monkeypatch)
+        with pytest.raises(error) as e:
+            program.launch("run", (1, 1, 1), (1, 1, 1), 0, struct.pack("<Qi", out, shift))
+        seen.append((str(e.value), e.value.ptx_line))
+    assert notes == [""]  # the JIT ran it and failed (a fallback says "interpreter: ...")
+    assert seen[0] == seen[1]
+
+
+STALE = r"""
+extern "C" __global__ void stale(unsigned* out)
+{
+    unsigned x;
+    // t is read before it is written and lives across the barrier: it lives
+    // in the thread's frame, which the previous block's thread left behind
+    asm volatile("{\n\t.reg .u32 t;\n\tadd.u32 %0, t, 1;\n\tbar.sync 0;\n"
+                 "\tadd.u32 t, t, %1;\n\tadd.u32 %0, %0, t;\n\t}"
+                 : "=r"(x) : "r"(threadIdx.x + 100 * blockIdx.x));
+    out[blockIdx.x * blockDim.x + threadIdx.x] = x;
+}
+"""
+
+
+def test_registers_live_at_a_barrier_start_at_zero_in_every_block(monkeypatch):
+    """Registers live at a suspension live in the thread's frame (reused from
+    block to block); one a thread reads before writing is zeroed at its start,
+    as the interpreter's registers are."""
+    out = _same(STALE, "stale", (3, 1, 1), (32, 1, 1), [np.zeros(96, np.uint32)], b"",
+                monkeypatch)
+    assert list(out[0][:3]) == [1, 2, 3]

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from gpusafe.cpu.errors import IllegalAddress
+from gpusafe.cpu.errors import IllegalAddress, MisalignedAddress
 from gpusafe.cpu.jit import cores, engine
 from gpusafe.cpu.jit.lower import lower_kernel
 from gpusafe.cpu.memory import DeviceMemory
@@ -226,3 +226,37 @@ def _mix_in_child() -> tuple:
         return _mix(4, mp)[:3]
     finally:
         mp.undo()
+
+
+EDGE = r"""
+extern "C" __global__ void edge(int* out, const char* in, int step)
+{
+    out[threadIdx.x] = *(const int*)(in + 4 * threadIdx.x * step);
+}
+"""
+
+
+@pytest.mark.parametrize("below_top, step, fails", [
+    (4 * 63, 1, True), (4 * 64, 1, False), (2, 0, True), (4 * 32, 2, True), (None, 0, True)])
+def test_a_sites_segment_hint_ends_where_its_access_still_fits(monkeypatch, below_top, step,
+                                                                  fails):
+    """A site's hint keeps the last address where an access of its width fits
+    in the segment (here the arena's end): the threads reading the last whole
+    ints hit it, the next one (4 bytes further) misses and gets the
+    interpreter's error, as does a misaligned one; an empty hint matches no
+    address, not even 0."""
+    seen = []
+    for engine_name in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine_name)
+        mem = DeviceMemory()
+        program = Program(nvrtc_compile(EDGE, "k.cu", "compute_75", ()), mem)
+        out = mem.alloc(4 * 64)
+        mem.alloc(1024)
+        base = 0 if below_top is None else mem.top - below_top  # 0: a hint's zeros
+        try:
+            program.launch("edge", (1, 1, 1), (64, 1, 1), 0, struct.pack("<QQi", out, base, step))
+            seen.append(("ok", mem.read(out, 4 * 64)))
+        except (IllegalAddress, MisalignedAddress) as e:
+            seen.append(("error", f"{type(e).__name__}: {e}"))
+    assert seen[0] == seen[1]
+    assert seen[0][0] == ("error" if fails else "ok")

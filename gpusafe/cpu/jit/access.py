@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
+from .runs import RunChecks
 from .values import (
     ACCESS_ATOMIC,
     ACCESS_READ,
@@ -19,39 +20,14 @@ from .values import (
     GENERIC,
     GLOBAL,
     LOCAL,
-    QUALIFIERS,
     SHARED,
-    Values,
     llvm_type,
     split_type,
 )
 
 
-class MemoryLowering(Values):
+class MemoryLowering(RunChecks):
     """``op_ld``, ``op_st``, ``op_atom``."""
-
-    # -- memory ---------------------------------------------------------------
-
-    def _memory(self, instr: nodes.Instruction) -> tuple[int, int, str, list[str]]:
-        """(space, vector length, element type, remaining modifiers)."""
-        mods, t = split_type(instr)
-        space = GENERIC
-        count = 1
-        rest = []
-        for m in mods:
-            if m == "global":
-                space = GLOBAL
-            elif m in ("shared", "shared::cta"):
-                space = SHARED
-            elif m == "local":
-                space = LOCAL
-            elif m in ("v2", "v4"):
-                count = int(m[1])
-            elif m in QUALIFIERS or m.startswith("L1::") or m.startswith("L2::"):
-                continue
-            else:
-                rest.append(m)
-        return space, count, t, rest
 
     def address(self, operand: nodes.Operand, width: int, space: int, access: int) -> str:
         if not isinstance(operand, nodes.Address):
@@ -75,6 +51,12 @@ class MemoryLowering(Values):
         ptr = self.new()
         tail = (f"i64 {addr}, i64 {width}, i32 {space * 4 + access}, "
                 f"i32 {self.instr.line if self.instr else 0}")
+        if space in (SHARED, LOCAL) and access != ACCESS_ATOMIC:
+            if self.index in self.prechecked:
+                return self._window_pointer(space, addr)
+            self._precheck_run(space)
+            if self.index in self.prechecked:
+                return self._window_pointer(space, addr)
         if space == SHARED:
             self.emit(f"{ptr} = call ptr @shared_ptr(ptr %ctx, ptr %shared, i64 %sstride, {tail})")
         elif space == LOCAL:
@@ -254,6 +236,7 @@ class MemoryLowering(Values):
             raise self.fail("form")
         a, b = instr.operands
         self._atomic(instr, None, a, [b], op, t, space)
+
 
 
 _ATOMIC_OPS = {"add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"}

@@ -422,10 +422,111 @@ exit:
 """
 
 
-def launch_ir() -> str:
+_STRAIGHT = """
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare i64 @llvm.cttz.i64(i64, i1)
+declare i64 @llvm.fshr.i64(i64, i64, i64)
+
+define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count,
+                   i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz,
+                   i32 %first, i32 %last) {
+entry:
+  %q6 = getelementptr i64, ptr %ctx, i64 6
+  %shared = load ptr, ptr %q6
+  %q7 = getelementptr i64, ptr %ctx, i64 7
+  %sstride = load i64, ptr %q7
+  %q8 = getelementptr i64, ptr %ctx, i64 8
+  %frame = load ptr, ptr %q8
+  %q11 = getelementptr i64, ptr %ctx, i64 11
+  %local = load ptr, ptr %q11
+  %q12 = getelementptr i64, ptr %ctx, i64 12
+  %lstride = load i64, ptr %q12
+  %q13 = getelementptr i64, ptr %ctx, i64 13
+  %syms = load ptr, ptr %q13
+  %q14 = getelementptr i64, ptr %ctx, i64 14
+  %pub = load ptr, ptr %q14
+  %q15 = getelementptr i64, ptr %ctx, i64 15
+  %snap = load ptr, ptr %q15
+  %q16 = getelementptr i64, ptr %ctx, i64 16
+  %sstate = load ptr, ptr %q16
+  %q17 = getelementptr i64, ptr %ctx, i64 17
+  %halt = load ptr, ptr %q17
+  %bxy = mul i32 %bx, %by
+  %tpb = mul i32 %bxy, %bz
+  %tpb64 = zext i32 %tpb to i64
+  %gxy = mul i32 %gx, %gy
+  %lbytes = mul i64 %tpb64, %lstride
+  br label %block_head
+block_head:
+  %b = phi i32 [%first, %entry], [%b1, %block_next]
+  %more = icmp ult i32 %b, %last
+  br i1 %more, label %block_init, label %exit
+block_init:
+  %cx = urem i32 %b, %gx
+  %bq = udiv i32 %b, %gx
+  %cy = urem i32 %bq, %gy
+  %cz = udiv i32 %b, %gxy
+  call void @llvm.memset.p0.i64(ptr %shared, i8 0, i64 %sstride, i1 false)
+  call void @llvm.memset.p0.i64(ptr %local, i8 0, i64 %lbytes, i1 false)
+  br label %thr_head
+thr_head:
+  %t = phi i32 [0, %block_init], [%t1, %thr_next]
+  %tx = phi i32 [0, %block_init], [%tx2, %thr_next]
+  %ty = phi i32 [0, %block_init], [%ty2, %thr_next]
+  %tz = phi i32 [0, %block_init], [%tz1, %thr_next]
+  %tm = icmp ult i32 %t, %tpb
+  br i1 %tm, label %thr_run, label %block_end
+thr_run:
+  %t64 = zext i32 %t to i64
+  %lo = mul i64 %t64, %lstride
+  %lp = getelementptr i8, ptr %local, i64 %lo
+  %r = call i32 @thread(ptr %params, ptr %ctx, ptr %count, i32 %tx, i32 %ty, i32 %tz,
+                        i32 %bx, i32 %by, i32 %bz, i32 %cx, i32 %cy, i32 %cz,
+                        i32 %gx, i32 %gy, i32 %gz, ptr %frame, i32 0, ptr %shared,
+                        i64 %sstride, ptr %lp, i64 %lstride, ptr %syms, i32 %t, i32 %tpb,
+                        ptr %pub, ptr %snap, ptr %sstate)
+  %fault = icmp ne i32 %r, 0
+  br i1 %fault, label %stop, label %thr_next
+thr_next:
+  %t1 = add i32 %t, 1
+  %tx1 = add i32 %tx, 1
+  %xwrap = icmp eq i32 %tx1, %bx
+  %tx2 = select i1 %xwrap, i32 0, i32 %tx1
+  %tyn = add i32 %ty, 1
+  %ty1 = select i1 %xwrap, i32 %tyn, i32 %ty
+  %ywrap = icmp eq i32 %ty1, %by
+  %ty2 = select i1 %ywrap, i32 0, i32 %ty1
+  %tzn = add i32 %tz, 1
+  %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
+  br label %thr_head
+block_end:
+  %hw = load atomic i32, ptr %halt monotonic, align 4
+  %halted = icmp ne i32 %hw, 0
+  br i1 %halted, label %timeout, label %block_next
+block_next:
+  %b1 = add i32 %b, 1
+  br label %block_head
+stop:
+  ret i32 1
+timeout:
+  %hb = getelementptr i32, ptr %halt, i64 1
+  store i32 %b, ptr %hb
+  ret i32 2
+exit:
+  ret i32 0
+}
+"""
+"""``@kernel`` for a kernel without suspension points (no barrier, warp
+instruction or backward branch): each thread runs once from its start to its
+end, so the rounds, the resume points and their bookkeeping go (the vector
+add's per-thread loop); a fault (``@thread`` returns 1) stops the launch."""
+
+
+def launch_ir(suspends: bool = True) -> str:
     """``@kernel`` and the window helpers ``@thread`` calls (``@resolve`` is
-    the engine's)."""
+    the engine's); ``suspends``: whether ``@thread`` has suspension points
+    (the round loop) or not (one call per thread, :data:`_STRAIGHT`)."""
     return (_WINDOW_PTR.format(name="shared_ptr", bias=0)
             + _WINDOW_PTR.format(name="local_ptr", bias=LOCAL_STACK_BASE)
             + _GENERIC + _WARP_BITS + _WARP_EQUAL + _BLOCK_COUNT + _WARP_YIELDS
-            + _LOOP)
+            + (_LOOP if suspends else _STRAIGHT))

@@ -5,7 +5,7 @@ a ctypes call into it releases the GIL, so block ranges called from a pool
 of threads run on several cores at once.  Each range gets what compiled code
 writes besides device memory: its own copy of ``ctx`` with its own segment
 hints (``@resolve`` stores the segment it found, per access site: start,
-end, pointer), its own
+the last address an access of the site's width fits at, pointer), its own
 instruction counter and its own Python callback with its own error slot.
 
 Only kernels whose blocks do not talk to each other except through atomics
@@ -92,7 +92,10 @@ def run_ranges(call: Callable[[np.ndarray, np.ndarray, int, int], int],
         own = ctx.copy()
         owner, address = make_slow()
         own[4] = address
-        hints = np.zeros(4 * max(sites, 1), np.uint64)  # start, end, pointer, pad
+        # per site: start, last address an access fits at, pointer, pad; start 1
+        # above last 0 until a miss fills it: no address hits an empty hint
+        hints = np.zeros(4 * max(sites, 1), np.uint64)
+        hints[0::4] = 1
         own[5] = hints.ctypes.data
         count = np.zeros(1, np.uint64)
         status = call(own, count, first, last)

@@ -7,8 +7,9 @@ thread, in rounds until every thread has finished.  Ranges of blocks run on
 several OS threads (:mod:`.cores`).
 
 Global accesses call ``@resolve``: the segment the access site hit last
-(its start, end and bytes, kept per site in the range's hints: one cache
-line, two loads and a compare on a hit), else a binary search of the arena's
+(its start, the last address where an access of the site's width fits, and
+its bytes, kept per site in the range's hints: one cache line, two loads and
+three compares on a hit), else a binary search of the arena's
 segment table (start, end, bytes) built at the launch.  Anything the table does not
 answer (a misaligned address, an address outside every segment with bytes,
 a generic address in the param window) and any bad shared or local access
@@ -58,17 +59,14 @@ entry:
   %sp = getelementptr i64, ptr %hints, i64 %slot
   %s = load i64, ptr %sp
   %ep = getelementptr i64, ptr %sp, i64 1
-  %e = load i64, ptr %ep
+  %elim = load i64, ptr %ep
   %m = sub i64 %width, 1
   %mis = and i64 %addr, %m
-  %last = add i64 %addr, %width
   %c1 = icmp ne i64 %mis, 0
   %c2 = icmp ult i64 %addr, %s
-  %c3 = icmp ugt i64 %last, %e
-  %c4 = icmp ult i64 %last, %addr
+  %c3 = icmp ugt i64 %addr, %elim
   %o1 = or i1 %c1, %c2
-  %o2 = or i1 %c3, %c4
-  %o3 = or i1 %o1, %o2
+  %o3 = or i1 %o1, %c3
   br i1 %o3, label %miss, label %ok
 ok:
   %pp = getelementptr i64, ptr %sp, i64 2
@@ -140,7 +138,8 @@ ok:
   %hs = getelementptr i64, ptr %hints, i64 %slot
   store i64 %s, ptr %hs
   %he = getelementptr i64, ptr %hs, i64 1
-  store i64 %e, ptr %he
+  %elim = sub i64 %e, %width
+  store i64 %elim, ptr %he
   %hpp = getelementptr i64, ptr %hs, i64 2
   store ptr %p, ptr %hpp
   %off = sub i64 %addr, %s
@@ -341,7 +340,8 @@ def _compile_text(function: nodes.Function, text: str, key: str,
                 "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,
                 "parallel": _atomics_are_atomic(lowered.atomics, lowered.ir),
                 "call_depth": lowered.call_depth}
-        code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(), tm)
+        code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(lowered.barriers > 0),
+                                    tm)
         jitcache.store(disk_key, code, meta)
         STATS.compiled += 1
     else:

@@ -83,6 +83,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
         flat: list[tuple[nodes.Instruction, list]] = []
         self.flatten(f.body or [], flat)
         self.flat_scopes = [scopes for _, scopes in flat]
+        self.flat = [instr for instr, _ in flat]
         n = len(flat)
         self.uses = [set() for _ in range(n + 1)]
         self.defs = [set() for _ in range(n + 1)]
@@ -144,36 +145,42 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
         saved = sorted({slot for regs in live for slot in regs}, key=lambda x: int(x[2:]))
         self.frame_slots = len(saved)
         place = {slot: k for k, slot in enumerate(saved)}
+        # a register live at a suspension lives in the thread's frame: nothing
+        # to save or restore there, and LLVM keeps it in a machine register
+        # between suspensions (the frame is noalias); zeroed at a fresh start
+        # as the other registers are (the frame holds an earlier block's;
+        # only those a thread may read before it writes them)
+        read_first = live_at(flat, [0], self.uses, self.defs,
+                             lambda i: self.successors(flat, i))[0] if place else set()
+        allocas, fresh = [], ["fresh:"]
+        for line in self.allocas:
+            slot = line.split(" = ", 1)[0].strip()
+            if slot in place:
+                allocas.append(f"  {slot} = getelementptr i64, ptr %frame, i64 {place[slot]}")
+                if slot in read_first:
+                    fresh.append(f"  store i{self.widths[slot]} 0, ptr {slot}")
+            else:
+                allocas.append(line)
+        fresh.append("  br label %L0")
         body = "\n".join(self.lines)
-        restores = []
-        cases = []
-        for k, (label, regs) in enumerate(zip(self.resume_labels, live, strict=True)):
-            save = []
-            load = [f"R{k}:"]
-            for slot in sorted(regs, key=lambda x: int(x[2:])):
-                w = self.widths[slot]
-                save.append(f"  %s{k}_{slot[1:]} = load i{w}, ptr {slot}\n"
-                            f"  %sp{k}_{slot[1:]} = getelementptr i64, ptr %frame, "
-                            f"i64 {place[slot]}\n"
-                            f"  store i{w} %s{k}_{slot[1:]}, ptr %sp{k}_{slot[1:]}")
-                load.append(f"  %rp{k}_{slot[1:]} = getelementptr i64, ptr %frame, "
-                            f"i64 {place[slot]}\n"
-                            f"  %r{k}_{slot[1:]} = load i{w}, ptr %rp{k}_{slot[1:]}\n"
-                            f"  store i{w} %r{k}_{slot[1:]}, ptr {slot}")
-            body = body.replace(f"  ;save {k}\n", "\n".join(save) + "\n" if save else "", 1)
-            load.append(f"  br label %{label}")
-            restores.append("\n".join(load))
-            cases.append(f"i32 {k + 1}, label %R{k}")
-        head = ("define internal i32 @thread(ptr %params, ptr %ctx, ptr %count, "
+        for k in range(len(self.resume_labels)):
+            body = body.replace(f"  ;save {k}\n", "", 1)
+        cases = [f"i32 {k + 1}, label %{label}" for k, label in enumerate(self.resume_labels)]
+        restores = ["\n".join(fresh)]
+        # the launch's bookkeeping (not memory the kernel can reach) is noalias:
+        # a store to device memory no longer makes LLVM reload a register the
+        # barrier restored, nor store it back unchanged (see docs/decisions.md)
+        head = ("define internal i32 @thread(ptr noalias %params, ptr noalias %ctx, "
+                "ptr noalias %count, "
                 + ", ".join(f"i32 %sr{k}" for k in range(12))
-                + ", ptr %frame, i32 %resume, ptr nonnull %shared, i64 %sstride, "
+                + ", ptr noalias %frame, i32 %resume, ptr nonnull %shared, i64 %sstride, "
                   "ptr nonnull %local, "
-                  "i64 %lstride, ptr %syms, i32 %lin, i32 %tpb, ptr %pub, ptr %snap, "
-                  "ptr %sstate) {\nentry:\n"
+                  "i64 %lstride, ptr noalias %syms, i32 %lin, i32 %tpb, ptr noalias %pub, "
+                  "ptr noalias %snap, ptr noalias %sstate) {\nentry:\n"
                 + "  %cnt = alloca i64\n  store i64 0, ptr %cnt\n"
                 + "  %spin = alloca i32\n  store i32 0, ptr %spin\n"
-                + "\n".join(self.allocas)
-                + f"\n  switch i32 %resume, label %L0 [{' '.join(cases)}]\n")
+                + "\n".join(allocas)
+                + f"\n  switch i32 %resume, label %fresh [{' '.join(cases)}]\n")
         tail = ("done:\n  %cd = load i64, ptr %cnt\n  %co = load i64, ptr %count\n"
                 "  %cs = add i64 %co, %cd\n  store i64 %cs, ptr %count\n  ret i32 0\n"
                 "fault:\n  %cf = load i64, ptr %cnt\n  %cfo = load i64, ptr %count\n"
@@ -254,6 +261,13 @@ def lower_kernel(function: nodes.Function, functions: dict | None = None,
     lowerer.init_calls(functions or {})
     lowerer.module_globals = module_globals
     body = lowerer.lower()
+    lazy = lowerer.lazy_slots()
+    if lazy:  # again, with those f32 results canonicalised where read (Values.lazy_slots)
+        lowerer = _Lowerer(function)
+        lowerer.init_calls(functions or {})
+        lowerer.module_globals = module_globals
+        lowerer.lazy = lazy
+        body = lowerer.lower()
     ir = _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
     return Lowered(ir, lowerer.sites, lowerer.frame_slots, tuple(lowerer.shared_keys),
                    lowerer.local_size, len(lowerer.barriers), lowerer.atomics,

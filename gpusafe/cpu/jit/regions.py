@@ -1,9 +1,9 @@
 """Barriers in the JIT: each thread is a resumable function.
 
-``bar.sync`` saves the registers live after it into the thread's frame (a
-row of 8-byte slots in a per-block array), returns its suspension code
-(:meth:`BarrierLowering.suspend`) and, called again with resume point
-``k + 1``, reloads them and goes on after the barrier.  The block loop
+``bar.sync`` returns its suspension code (:meth:`BarrierLowering.suspend`)
+and, called again with resume point ``k + 1``, goes on after the barrier; a
+register live at any suspension lives in the thread's frame (a row of 8-byte
+slots in a per-block array), so it survives the return (``lower.assemble``).  The block loop
 (:mod:`.blocks`) runs every thread of a block up to its next suspension or
 its end, then again, until none waits: the interpreter's release rule (a
 block's waiting threads go on once every live thread waits; exited threads
@@ -15,9 +15,9 @@ reduces over the block after the barrier; thread counts
 The same suspension serves warp instructions (:mod:`.warps`) and a thread's
 yield in a long loop (:meth:`BarrierLowering.backward`).
 
-Only registers live at the resume point are saved: a backward liveness pass
-over the flat instruction list, from the registers each instruction reads
-and surely writes (a guarded write kills nothing), as recorded while
+Only registers live at a resume point get a frame slot: a backward liveness
+pass over the flat instruction list, from the registers each instruction
+reads and surely writes (a guarded write kills nothing), as recorded while
 lowering.
 """
 

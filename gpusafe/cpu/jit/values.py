@@ -37,6 +37,10 @@ _UNIFORM_SPECIALS = {"%nwarpid", "%nsmid", "%dynamic_smem_size", "%total_smem_si
 """Special registers the lowering covers besides %tid/%ntid/%ctaid/%nctaid;
 the uniform ones are the launch's (:func:`gpusafe.cpu.special_registers.uniform_value`)."""
 
+_NAN_PROPAGATING = {"add", "sub", "mul", "fma", "mad"}
+"""f32 operations whose result is a NaN when an operand is, whatever its payload,
+and is canonicalised (:meth:`Values.lazy_slots`)."""
+
 ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
 GENERIC, GLOBAL, SHARED, LOCAL = 0, 1, 2, 3
 
@@ -101,6 +105,11 @@ class Values:
         self.resume_labels: list[str] = []  # where each resumes
         self.frame_slots = 0  # 8-byte slots of a thread's frame: registers live at a barrier
         self.module_globals: frozenset = frozenset()  # module .global/.const variables
+        # lazy canonical NaNs (:meth:`canon`): slots holding raw f32 results, and per
+        # slot whether every write so far stored a canonicalised f32 result
+        self.lazy: frozenset = frozenset()
+        self.canon_raw: dict[str, str] = {}
+        self.canon_writes: dict[str, bool] = {}
 
     # -- helpers --------------------------------------------------------------
 
@@ -257,6 +266,8 @@ class Values:
         self.uses[self.index].add(slot)
         v = self.new()
         self.emit(f"{v} = load i{have}, ptr {slot}")
+        if slot in self.lazy and not self._propagates_nan(t):
+            v = self._canon_bits(v)
         v = self.adapt(v, have, width, t.startswith("s"))
         return self.to_type(v, t)
 
@@ -299,6 +310,10 @@ class Values:
             raise self.fail(f"register {operand.name} written as .{t}")
         if self.instr is None or self.instr.guard is None:
             self.defs[self.index].add(slot)
+        raw = self.canon_raw.get(value) if t == "f32" and have == 32 else None
+        self.canon_writes[slot] = self.canon_writes.get(slot, True) and raw is not None
+        if raw is not None and slot in self.lazy:
+            value = raw
         if t in ("f32", "f64"):
             bits = self.new()
             self.emit(f"{bits} = bitcast {llvm_type(t)} {value} to {int_type(t)}")
@@ -314,10 +329,37 @@ class Values:
         after ``llvm.sqrt``, which left x86's default NaN (0xffc00000)."""
         if t != "f32":
             return value
-        bits, magnitude, isnan, chosen, out = (self.new() for _ in range(5))
+        bits, out = self.new(), self.new()
         self.emit(f"{bits} = bitcast float {value} to i32")
+        self.emit(f"{out} = bitcast i32 {self._canon_bits(bits)} to float")
+        self.canon_raw[out] = value
+        return out
+
+    def _canon_bits(self, bits: str) -> str:
+        magnitude, isnan, chosen = self.new(), self.new(), self.new()
         self.emit(f"{magnitude} = and i32 {bits}, 2147483647")
         self.emit(f"{isnan} = icmp ugt i32 {magnitude}, 2139095040")
         self.emit(f"{chosen} = select i1 {isnan}, i32 {CANONICAL_NAN_F32}, i32 {bits}")
-        self.emit(f"{out} = bitcast i32 {chosen} to float")
-        return out
+        return chosen
+
+    def lazy_slots(self) -> frozenset:
+        """The registers every write of which stored a canonicalised f32 result
+        (after a first lowering): a second lowering keeps their results raw
+        (:attr:`lazy`) and canonicalises where they are read.
+
+        Why: in a chain of f32 operations (the matmul's 16 ``fma`` per tile)
+        the canonicalisation sat between each result and the next operation,
+        three integer operations and two domain crossings on the critical
+        path.  Deferring it is exact: an ``add/sub/mul/fma/mad.f32`` result is
+        a NaN whatever the payload of a NaN operand, and is canonicalised
+        itself, so such an operation reads the raw value
+        (:meth:`_propagates_nan`); every other reader (a move, a store, a
+        conversion, a shuffle, a compare) gets the canonical bits."""
+        return frozenset(s for s, ok in self.canon_writes.items() if ok)
+
+    def _propagates_nan(self, t: str) -> bool:
+        """Whether the instruction being lowered reads an f32 operand only for
+        whether it is a NaN, not for its bits (see :meth:`lazy_slots`)."""
+        instr = self.instr
+        return (t == "f32" and instr is not None and instr.op in _NAN_PROPAGATING
+                and split_type(instr)[1] == "f32")
