@@ -255,13 +255,7 @@ none:
 }
 """
 
-_LOOP = """
-declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
-declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
-declare i64 @llvm.cttz.i64(i64, i1)
-declare i64 @llvm.fshr.i64(i64, i64, i64)
-
-define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count,
+_KERNEL_ENTRY = """define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count,
                    i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz,
                    i32 %first, i32 %last) {
 entry:
@@ -297,7 +291,11 @@ entry:
   %sbytes = mul i64 %tpb64, 4
   %pbytes = mul i64 %tpb64, 8
   br label %block_head
-block_head:
+"""
+"""``@kernel``'s entry: the launch context's pointers and the block's sizes
+(both block loops start so; what one of them does not use, LLVM drops)."""
+
+_BLOCK_INIT = """block_head:
   %b = phi i32 [%first, %entry], [%b1, %block_next]
   %more = icmp ult i32 %b, %last
   br i1 %more, label %block_init, label %exit
@@ -308,7 +306,47 @@ block_init:
   %cz = udiv i32 %b, %gxy
   call void @llvm.memset.p0.i64(ptr %shared, i8 0, i64 %sstride, i1 false)
   call void @llvm.memset.p0.i64(ptr %local, i8 0, i64 %lbytes, i1 false)
-  call void @llvm.memset.p0.i64(ptr %state, i8 0, i64 %sbytes, i1 false)
+"""
+"""The next block of the chunk: its coordinates, its shared memory and its
+threads' local memory zeroed."""
+
+_NEXT_THREAD = """  %t1 = add i32 %t, 1
+  %tx1 = add i32 %tx, 1
+  %xwrap = icmp eq i32 %tx1, %bx
+  %tx2 = select i1 %xwrap, i32 0, i32 %tx1
+  %tyn = add i32 %ty, 1
+  %ty1 = select i1 %xwrap, i32 %tyn, i32 %ty
+  %ywrap = icmp eq i32 %ty1, %by
+  %ty2 = select i1 %ywrap, i32 0, i32 %ty1
+  %tzn = add i32 %tz, 1
+  %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
+  br label %thr_head
+"""
+"""The next thread of the block, x fastest."""
+
+_BLOCK_END = """block_next:
+  %b1 = add i32 %b, 1
+  br label %block_head
+stop:
+  ret i32 1
+timeout:
+  %hb = getelementptr i32, ptr %halt, i64 1
+  store i32 %b, ptr %hb
+  ret i32 2
+exit:
+  ret i32 0
+}
+"""
+"""The next block, and ``@kernel``'s returns: 1 a fault, 2 the watchdog, 0 done."""
+
+_LOOP = ("""
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare i64 @llvm.cttz.i64(i64, i1)
+declare i64 @llvm.fshr.i64(i64, i64, i64)
+
+"""
+         + _KERNEL_ENTRY + _BLOCK_INIT + """  call void @llvm.memset.p0.i64(ptr %state, i8 0, i64 %sbytes, i1 false)
   call void @llvm.memset.p0.i64(ptr %pub, i8 0, i64 %pbytes, i1 false)
   br label %round
 round:
@@ -381,18 +419,8 @@ thr_next:
   %ab2 = phi i1 [%ab, %thr_body], [true, %thr_check], [%ab, %thr_scan], [%ab1, %thr_store]
   %sn2 = phi i1 [%sn, %thr_body], [%sn, %thr_check], [%sn, %thr_scan], [%sn1, %thr_store]
   %yd2 = phi i1 [%yd, %thr_body], [%yd, %thr_check], [%yd, %thr_scan], [%yd1, %thr_store]
-  %t1 = add i32 %t, 1
-  %tx1 = add i32 %tx, 1
-  %xwrap = icmp eq i32 %tx1, %bx
-  %tx2 = select i1 %xwrap, i32 0, i32 %tx1
-  %tyn = add i32 %ty, 1
-  %ty1 = select i1 %xwrap, i32 %tyn, i32 %ty
-  %ywrap = icmp eq i32 %ty1, %by
-  %ty2 = select i1 %ywrap, i32 0, i32 %ty1
-  %tzn = add i32 %tz, 1
-  %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
-  br label %thr_head
-round_end:
+"""
+         + _NEXT_THREAD + """round_end:
   %hw = load atomic i32, ptr %halt monotonic, align 4
   %halted = icmp ne i32 %hw, 0
   br i1 %halted, label %timeout, label %round_go
@@ -407,68 +435,17 @@ picked:
   br i1 %aw, label %round, label %after_warp
 after_warp:
   br i1 %ab, label %round, label %block_next
-block_next:
-  %b1 = add i32 %b, 1
-  br label %block_head
-stop:
-  ret i32 1
-timeout:
-  %hb = getelementptr i32, ptr %halt, i64 1
-  store i32 %b, ptr %hb
-  ret i32 2
-exit:
-  ret i32 0
-}
 """
+         + _BLOCK_END)
 
 
-_STRAIGHT = """
+_STRAIGHT = ("""
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 declare i64 @llvm.cttz.i64(i64, i1)
 declare i64 @llvm.fshr.i64(i64, i64, i64)
 
-define i32 @kernel(ptr noalias %params, ptr noalias %ctx, ptr noalias %count,
-                   i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by, i32 %bz,
-                   i32 %first, i32 %last) {
-entry:
-  %q6 = getelementptr i64, ptr %ctx, i64 6
-  %shared = load ptr, ptr %q6
-  %q7 = getelementptr i64, ptr %ctx, i64 7
-  %sstride = load i64, ptr %q7
-  %q8 = getelementptr i64, ptr %ctx, i64 8
-  %frame = load ptr, ptr %q8
-  %q11 = getelementptr i64, ptr %ctx, i64 11
-  %local = load ptr, ptr %q11
-  %q12 = getelementptr i64, ptr %ctx, i64 12
-  %lstride = load i64, ptr %q12
-  %q13 = getelementptr i64, ptr %ctx, i64 13
-  %syms = load ptr, ptr %q13
-  %q14 = getelementptr i64, ptr %ctx, i64 14
-  %pub = load ptr, ptr %q14
-  %q15 = getelementptr i64, ptr %ctx, i64 15
-  %snap = load ptr, ptr %q15
-  %q16 = getelementptr i64, ptr %ctx, i64 16
-  %sstate = load ptr, ptr %q16
-  %q17 = getelementptr i64, ptr %ctx, i64 17
-  %halt = load ptr, ptr %q17
-  %bxy = mul i32 %bx, %by
-  %tpb = mul i32 %bxy, %bz
-  %tpb64 = zext i32 %tpb to i64
-  %gxy = mul i32 %gx, %gy
-  %lbytes = mul i64 %tpb64, %lstride
-  br label %block_head
-block_head:
-  %b = phi i32 [%first, %entry], [%b1, %block_next]
-  %more = icmp ult i32 %b, %last
-  br i1 %more, label %block_init, label %exit
-block_init:
-  %cx = urem i32 %b, %gx
-  %bq = udiv i32 %b, %gx
-  %cy = urem i32 %bq, %gy
-  %cz = udiv i32 %b, %gxy
-  call void @llvm.memset.p0.i64(ptr %shared, i8 0, i64 %sstride, i1 false)
-  call void @llvm.memset.p0.i64(ptr %local, i8 0, i64 %lbytes, i1 false)
-  br label %thr_head
+"""
+             + _KERNEL_ENTRY + _BLOCK_INIT + """  br label %thr_head
 thr_head:
   %t = phi i32 [0, %block_init], [%t1, %thr_next]
   %tx = phi i32 [0, %block_init], [%tx2, %thr_next]
@@ -488,34 +465,13 @@ thr_run:
   %fault = icmp ne i32 %r, 0
   br i1 %fault, label %stop, label %thr_next
 thr_next:
-  %t1 = add i32 %t, 1
-  %tx1 = add i32 %tx, 1
-  %xwrap = icmp eq i32 %tx1, %bx
-  %tx2 = select i1 %xwrap, i32 0, i32 %tx1
-  %tyn = add i32 %ty, 1
-  %ty1 = select i1 %xwrap, i32 %tyn, i32 %ty
-  %ywrap = icmp eq i32 %ty1, %by
-  %ty2 = select i1 %ywrap, i32 0, i32 %ty1
-  %tzn = add i32 %tz, 1
-  %tz1 = select i1 %ywrap, i32 %tzn, i32 %tz
-  br label %thr_head
-block_end:
+"""
+             + _NEXT_THREAD + """block_end:
   %hw = load atomic i32, ptr %halt monotonic, align 4
   %halted = icmp ne i32 %hw, 0
   br i1 %halted, label %timeout, label %block_next
-block_next:
-  %b1 = add i32 %b, 1
-  br label %block_head
-stop:
-  ret i32 1
-timeout:
-  %hb = getelementptr i32, ptr %halt, i64 1
-  store i32 %b, ptr %hb
-  ret i32 2
-exit:
-  ret i32 0
-}
 """
+             + _BLOCK_END)
 """``@kernel`` for a kernel without suspension points (no barrier, warp
 instruction or backward branch): each thread runs once from its start to its
 end, so the rounds, the resume points and their bookkeeping go (the vector
