@@ -512,3 +512,68 @@ def test_calls_after_a_barrier_keep_live_registers(options, monkeypatch):
                                monkeypatch)
     assert note == "jit"
     assert ref[0].tobytes() == got[0].tobytes() and n_got == n_ref
+
+
+MODULE_VARS = r"""
+__constant__ float c_lut[8] = {0.5f, -1.0f, 2.0f, 3.5f, -0.0f, 1e-3f, 7.0f, 9.25f};
+__device__ int g_bias = 17;
+__device__ int g_table[64];
+__device__ int* g_ptr;
+__device__ __noinline__ int at(const int* p, int i) { return p[i]; }
+extern "C" __global__ void mvars(float* out, int* iout, int* buf, int n, int k)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) g_ptr = buf;
+    if (i >= n) return;
+    g_table[i & 63] = i * 3 + g_bias;
+    out[i] = c_lut[i & 7] * (float)i + c_lut[(i + k) & 7];
+    iout[i] = at(g_table, i & 63) + (int)(&g_table[i & 63] - g_table);
+    if (k > 100) iout[i] += c_lut[k] > 0.0f;  // past the table: the interpreter's error
+}
+"""
+
+
+def _module_vars(engine: str, ptx: str, k: int, monkeypatch, programs: int = 1):
+    """Runs ``mvars`` in the last of ``programs`` modules loaded from the same
+    text (each places its variables elsewhere); outputs, count, note and the
+    module variables' contents."""
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    mem = DeviceMemory()
+    n = 48
+    for _ in range(programs):
+        program = Program(ptx, mem)
+    out, iout, buf = mem.alloc(4 * n), mem.alloc(4 * n), mem.alloc(16)
+    notes = engine_notes(monkeypatch)
+    result = program.launch("mvars", (2, 1, 1), (32, 1, 1), 0,
+                            struct.pack("<QQQii", out, iout, buf, n, k))
+    table, ptr = (program.global_symbol(name)[0] for name in ("g_table", "g_ptr"))
+    return (mem.read(out, 4 * n), mem.read(iout, 4 * n), mem.read(table, 256),
+            int(np.frombuffer(mem.read(ptr, 8), np.uint64)[0]) - buf, result.instructions,
+            notes[0])
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_module_variables_are_the_interpreters(options, monkeypatch):
+    """``__constant__`` and ``__device__`` variables (``ld.const``/``ld.global``
+    by name and offset, their address taken, passed to a callee, a pointer
+    variable written) read and write where the interpreter placed them; the
+    addresses come at each launch, so a second module with the same text
+    (compiled code from the cache) uses its own."""
+    ptx = nvrtc_compile(MODULE_VARS, "k.cu", "compute_75", options)
+    ref = _module_vars("interpreter", ptx, 3, monkeypatch)
+    for programs in (1, 2):
+        got = _module_vars("jit", ptx, 3, monkeypatch, programs)
+        assert got[-1] == "jit"
+        assert got[:-1] == ref[:-1]
+    assert list(np.frombuffer(ref[1], np.int32)[:2]) == [17, 3 + 17 + 1] and ref[3] == 0
+
+
+def test_module_variable_overrun_is_the_interpreters_error(monkeypatch):
+    from gpusafe.cpu.errors import DeviceError
+    ptx = nvrtc_compile(MODULE_VARS, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        with pytest.raises(DeviceError) as e:
+            _module_vars(engine, ptx, 1 << 20, monkeypatch)
+        messages.append((type(e.value), str(e.value)))
+    assert messages[0] == messages[1]

@@ -15,7 +15,7 @@ _INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "cei
 conversion after it saturates and gives 0 for NaN, as the interpreter's."""
 
 _WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
-            "local": LOCAL_WINDOW}
+            "local": LOCAL_WINDOW, "const": 0}
 
 
 class AluLowering(Values):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 from gpusafe_instrument.query import param_layout
 
-from ..memory import LOCAL_STACK_BASE
+from ..memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW
 from ..special_registers import NSMID
 
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
@@ -38,7 +38,7 @@ _UNIFORM_SPECIALS = {"%nwarpid", "%nsmid", "%dynamic_smem_size", "%total_smem_si
 the uniform ones are the launch's (:func:`gpusafe.cpu.special_registers.uniform_value`)."""
 
 ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
-GENERIC, GLOBAL, SHARED, LOCAL = 0, 1, 2, 3
+GENERIC, GLOBAL, SHARED, LOCAL, CONST = 0, 1, 2, 3, 4
 
 
 class Unsupported(Exception):
@@ -171,19 +171,22 @@ class Values:
     def symbol_address(self, name: str, offset: int) -> str:
         """A variable's address in its own state space, as the interpreter gives
         it: a ``.local`` variable's is its place in the frame above
-        :data:`LOCAL_STACK_BASE`; any other symbol is taken for a ``.shared``
-        variable, whose offset the launch supplies (``%syms``); a launch where
-        it is not one falls back (:func:`.engine.run`)."""
+        :data:`LOCAL_STACK_BASE`; a module ``.global``/``.const`` variable's is
+        the device address where the interpreter's :class:`~gpusafe.cpu.program.Program`
+        placed it, and any other symbol is taken for a ``.shared`` variable
+        whose offset the launch supplies.  Both come through ``%syms`` at each
+        launch, not baked into the code: the compiled-code cache is keyed by
+        the kernel's text, which another module (another place) shares; a
+        launch where the symbol is neither falls back (:func:`.engine.run`)."""
         for scope in reversed(self.scopes):
             local = scope.get(("local", name))
             if local is not None:
                 return str(LOCAL_STACK_BASE + local + offset)
         if name in self.kparams:
             raise self.fail(f"address of the kernel parameter {name}")
-        if name in self.module_globals:
-            raise self.fail(f"module variable {name} (module .global/.const variables need "
-                            "the interpreter)")
         key = self.shared_key(name)
+        if key == name and name in self.module_globals:  # not shadowed by a kernel's .shared
+            key = ("%global", name)
         if key not in self.shared_keys:
             self.shared_keys.append(key)
         p = self.new()
@@ -195,6 +198,15 @@ class Values:
         out = self.new()
         self.emit(f"{out} = add i64 {v}, {offset}")
         return out
+
+    def generic_window(self, name: str) -> int:
+        """What the decoder adds to a variable's address for its generic one:
+        the local or shared window, nothing for a module variable (global)."""
+        if any(("local", name) in scope for scope in self.scopes):
+            return LOCAL_WINDOW
+        if self.shared_key(name) == name and name in self.module_globals:
+            return 0
+        return SHARED_WINDOW
 
     def shared_key(self, name: str) -> object:
         """The interpreter's key of a shared variable (``Launch.shared_offsets``):
