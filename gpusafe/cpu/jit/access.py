@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
-from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .values import (
     ACCESS_ATOMIC,
     ACCESS_READ,
     ACCESS_WRITE,
     BITS,
+    CONST,
     GENERIC,
     GLOBAL,
     LOCAL,
@@ -41,6 +41,8 @@ class MemoryLowering(Values):
         for m in mods:
             if m == "global":
                 space = GLOBAL
+            elif m == "const":  # device memory, as the interpreter has it
+                space = CONST
             elif m in ("shared", "shared::cta"):
                 space = SHARED
             elif m == "local":
@@ -61,8 +63,8 @@ class MemoryLowering(Values):
             base = self.read(nodes.Register(operand.base.name), "u64")
         elif isinstance(operand.base, nodes.Symbol):
             base = self.symbol_address(operand.base.name, 0)
-            if space == GENERIC:  # the variable's generic address, as the decoder gives it
-                window = LOCAL_WINDOW if self.is_local(operand.base.name) else SHARED_WINDOW
+            window = self.generic_window(operand.base.name)
+            if space == GENERIC and window:  # its generic address, as the decoder gives it
                 out = self.new()
                 self.emit(f"{out} = add i64 {base}, {window}")
                 base = out
@@ -81,7 +83,7 @@ class MemoryLowering(Values):
             self.emit(f"{ptr} = call ptr @local_ptr(ptr %ctx, ptr %local, i64 %lstride, {tail})")
         else:
             self.sites += 1
-            call = "resolve" if space == GLOBAL else "generic_ptr"
+            call = "generic_ptr" if space == GENERIC else "resolve"  # global, const
             extra = (", ptr %shared, i64 %sstride, ptr %local, i64 %lstride"
                      if space == GENERIC else "")
             self.emit(f"{ptr} = call ptr @{call}(ptr %ctx, i64 {self.sites - 1}, {tail}{extra})")
@@ -92,9 +94,6 @@ class MemoryLowering(Values):
         self.emit(f"br i1 {bad}, label %fault, label %{ok}")
         self.lines.append(f"{ok}:")
         return ptr
-
-    def is_local(self, name: str) -> bool:
-        return any(("local", name) in scope for scope in self.scopes)
 
     def element(self, ptr: str, k: int, size: int) -> str:
         if k == 0:
