@@ -577,3 +577,85 @@ def test_module_variable_overrun_is_the_interpreters_error(monkeypatch):
             _module_vars(engine, ptx, 1 << 20, monkeypatch)
         messages.append((type(e.value), str(e.value)))
     assert messages[0] == messages[1]
+
+
+FOURTH = r"""
+#define ASM1(op, t, r, a) asm(op : "=" t(r) : t(a))
+extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, const unsigned int* u,
+                                  const unsigned long long* v, const float* f, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int a = u[i], b = u[(i + 1) % n], c = u[(i + 2) % n], r[32];
+    unsigned long long p = v[i], q = v[(i + 5) % n], w[12];
+    float x = f[i], y = f[(i + 3) % n], g;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r[0]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32 %0, %1, %2, 0x9e3b;" : "=r"(r[1]) : "r"(a), "r"(b));
+    asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r[2]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.b4e %0, %1, %2, %3;" : "=r"(r[3]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.rc8 %0, %1, %2, %3;" : "=r"(r[4]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.ecl %0, %1, %2, %3;" : "=r"(r[5]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.ecr %0, %1, %2, %3;" : "=r"(r[6]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.rc16 %0, %1, %2, %3;" : "=r"(r[7]) : "r"(a), "r"(b), "r"(c));
+    asm("bfe.u32 %0, %1, %2, %3;" : "=r"(r[8]) : "r"(a), "r"(b & 0x3f), "r"(c & 0x3f));
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(r[9]) : "r"(a), "r"(b & 0x3f), "r"(c & 0x3f));
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(r[10]) : "r"(a), "r"(b), "r"(c));
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(r[11]) : "r"(a), "r"(b), "r"(c & 0x3f), "r"(a >> 26));
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(r[12]) : "r"(a), "r"(b), "r"(c), "r"(a));
+    asm("cvt.rz.f32.s32 %0, %1;" : "=f"(g) : "r"(a)); r[13] = __float_as_uint(g);
+    asm("cvt.rm.f32.s32 %0, %1;" : "=f"(g) : "r"(a)); r[14] = __float_as_uint(g);
+    asm("cvt.rp.f32.u32 %0, %1;" : "=f"(g) : "r"(a)); r[15] = __float_as_uint(g);
+    asm("cvt.rz.f32.u64 %0, %1;" : "=f"(g) : "l"(p)); r[16] = __float_as_uint(g);
+    asm("cvt.rp.f32.s64 %0, %1;" : "=f"(g) : "l"(p)); r[17] = __float_as_uint(g);
+    asm("cvt.sat.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[18] = __float_as_uint(g);
+    asm("cvt.rni.ftz.sat.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[19] = __float_as_uint(g);
+    asm("cvt.rmi.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[20] = __float_as_uint(g);
+    r[21] = __float_as_uint(fminf(x, y)); r[22] = __float_as_uint(fmaxf(x, y));
+    asm("min.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[23] = __float_as_uint(g);
+    asm("sin.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[24] = __float_as_uint(g);
+    asm("cos.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[25] = __float_as_uint(g);
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[26] = __float_as_uint(g);
+    asm("lg2.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[27] = __float_as_uint(g);
+    asm("rsqrt.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[28] = __float_as_uint(g);
+    asm("{ .reg .b16 h, l; mov.b32 {l, h}, %1; mov.b32 %0, {h, l}; }" : "=r"(r[29]) : "r"(a));
+    asm("{ .reg .b32 h, l; mov.b64 {l, h}, %1; mov.b64 %0, {h, 7}; }" : "=l"(w[0]) : "l"(p));
+    asm("bfe.u64 %0, %1, %2, %3;" : "=l"(w[1]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
+    asm("bfe.s64 %0, %1, %2, %3;" : "=l"(w[2]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
+    asm("bfi.b64 %0, %1, %2, %3, %4;" : "=l"(w[3]) : "l"(p), "l"(q), "r"(b & 0x7f), "r"(c));
+    double e;
+    asm("cvt.rz.f64.u64 %0, %1;" : "=d"(e) : "l"(p)); w[4] = __double_as_longlong(e);
+    asm("cvt.rp.f64.u64 %0, %1;" : "=d"(e) : "l"(p)); w[5] = __double_as_longlong(e);
+    asm("cvt.rm.f64.s64 %0, %1;" : "=d"(e) : "l"(p)); w[6] = __double_as_longlong(e);
+    asm("cvt.rp.f32.u64 %0, %1;" : "=f"(g) : "l"(p)); w[7] = __float_as_uint(g);
+    asm("cvt.rni.f64.f64 %0, %1;" : "=d"(e) : "d"(__longlong_as_double(q)));
+    w[8] = __double_as_longlong(e);
+    asm("cvt.sat.f64.f64 %0, %1;" : "=d"(e) : "d"(__longlong_as_double(q)));
+    w[9] = __double_as_longlong(e);
+    for (int k = 0; k < 30; ++k) out[i * 30 + k] = r[k];
+    for (int k = 0; k < 10; ++k) wide[i * 10 + k] = w[k];
+}
+"""
+
+
+def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
+    """prmt in every mode (selectors in registers, sign replication), bfe/bfi
+    with positions and lengths past the width, vector mov packing and
+    unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
+    a u64 rounded up), float cvt with .sat/.rni/.ftz, f32 min/max with NaN
+    and signed zeros, and the approximate functions on edge values: the
+    interpreter's bits."""
+    n = 96
+    rng = np.random.default_rng(13)
+    u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    u[:20] = [0, 1, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x01000001, 0x01000003, 0xFEFFFFFF,
+              16777217, 0x80000001, 31, 32, 33, 255, 256, 0x3210, 0x7654, 0xFFFF, 8, 0x88]
+    v = rng.integers(0, 2**63, n, dtype=np.uint64) << np.uint64(1)
+    v[:10] = [0, 1, 2**64 - 1, 2**63, 2**63 - 1, 2**53 + 1, (2**24 + 1) << 30, 2**64 - 2**39,
+              0x7FF0000000000001, 0xFFF8000000000000]
+    f = np.array([0.0, -0.0, 0.5, -0.0, 0.0, -0.5, 1.5, 2.5, 1.0, 1.0000001, 2.0**-127, -(2.0**-130),
+                  float("nan"), float("inf"), float("-inf"), 128.0, -150.0, 1e30, 3.14159265,
+                  -2.71828, 0.99999994, 100.5, 1e-40, 6.0, -1e-38, 7e5], np.float32)
+    f = np.concatenate([f, rng.standard_normal(n - len(f)).astype(np.float32) * 40])
+    _same(FOURTH, "fourth", (3, 1, 1), (32, 1, 1),
+          [np.zeros(n * 30, np.uint32), np.zeros(n * 10, np.uint64), u, v, f],
+          struct.pack("<i", n), monkeypatch)

@@ -8,11 +8,19 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
-from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
+from .values import (
+    BITS,
+    FCMP,
+    ICMP,
+    ICMP_ORDER,
+    INT_ROUNDING,
+    Values,
+    llvm_type,
+    split_type,
+)
 
-_INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
-"""cvt's rounding to an integer (float to int), as LLVM intrinsics; the
-conversion after it saturates and gives 0 for NaN, as the interpreter's."""
+_SAME_TYPE = {"f32": {"ftz", "sat", *INT_ROUNDING}, "f64": {"sat", *INT_ROUNDING}}
+"""Modifiers of a float-to-float ``cvt`` to its own type the JIT covers."""
 
 _WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
             "local": LOCAL_WINDOW, "const": 0}
@@ -26,6 +34,9 @@ class AluLowering(Values):
         if mods or len(instr.operands) != 2:
             raise self.fail("form")
         d, s = instr.operands
+        if isinstance(d, nodes.Vector) or isinstance(s, nodes.Vector):
+            self.mov_vector(instr, t)  # :mod:`.bits`
+            return
         self.write(d, t, self.read(s, t))
 
     def op_cvta(self, instr: nodes.Instruction) -> None:
@@ -199,6 +210,9 @@ class AluLowering(Values):
 
     def _minmax(self, instr: nodes.Instruction, pick: str) -> None:
         mods, t = split_type(instr)
+        if t.startswith("f"):
+            self.float_minmax(instr, pick == "lt")  # :mod:`.floats`
+            return
         if mods or t[0] not in "su" or t == "pred":
             raise self.fail("only integer min/max")
         d, a, b = instr.operands
@@ -280,15 +294,18 @@ class AluLowering(Values):
             self.write(d, dt, self.adapt(v, w_s, w_d, st.startswith("s")))
             return
         if df and not sf:
+            if len(rest) == 1 and rest[0] in ("rz", "rm", "rp"):
+                self.write(d, dt, self.int_to_float_directed(v, st, dt, rest[0]))  # .floats
+                return
             if rest != ["rn"]:
                 raise self.fail(f"modifiers {rest}")
             op = "sitofp" if st.startswith("s") else "uitofp"
             self.emit(f"{out} = {op} {llvm_type(st)} {v} to {llvm_type(dt)}")
         elif sf and not df:
-            if len(rest) != 1 or rest[0] not in _INT_ROUNDING:
+            if len(rest) != 1 or rest[0] not in INT_ROUNDING:
                 raise self.fail(f"modifiers {rest}")
             if rest[0] != "rzi":  # rounded in the source type: exact, then converted
-                fn = f"llvm.{_INT_ROUNDING[rest[0]]}.{llvm_type(st)}"
+                fn = f"llvm.{INT_ROUNDING[rest[0]]}.{llvm_type(st)}"
                 rounded = self.new()
                 self.emit(f"{rounded} = call {llvm_type(st)} @{fn}({llvm_type(st)} {v})")
                 self.intrinsics.add(f"declare {llvm_type(st)} @{fn}({llvm_type(st)})")
@@ -298,6 +315,9 @@ class AluLowering(Values):
                       f"({llvm_type(st)} {v})")
             self.intrinsics.add(f"declare {llvm_type(dt)} @llvm.fpto{sign}.sat.{llvm_type(dt)}.{llvm_type(st)}"
                                 f"({llvm_type(st)})")
+        elif dt == st and rest and set(rest) <= _SAME_TYPE[dt] \
+                and sum(m in INT_ROUNDING for m in rest) <= 1:
+            out = self.float_to_float(v, dt, rest)  # :mod:`.floats`
         elif dt == "f64" and st == "f32" and not rest:
             self.emit(f"{out} = fpext float {v} to double")
         elif dt == "f32" and st == "f64" and rest == ["rn"]:

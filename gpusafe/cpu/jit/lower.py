@@ -16,7 +16,9 @@ from gpusafe_instrument import nodes
 
 from .access import MemoryLowering
 from .alu import AluLowering
+from .bits import BitLowering
 from .calls import CallLowering
+from .floats import FloatLowering
 from .regions import BarrierLowering, live_at
 from .unary import UnaryLowering
 from .values import BITS, Unsupported
@@ -25,7 +27,8 @@ from .warps import WarpLowering
 __all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
-class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, WarpLowering):
+class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLowering,
+               MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------

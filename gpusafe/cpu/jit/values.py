@@ -29,6 +29,9 @@ FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "
          "equ": "ueq", "neu": "une", "ltu": "ult", "leu": "ule", "gtu": "ugt", "geu": "uge",
          "num": "ord", "nan": "uno"}
 CANONICAL_NAN_F32 = 0x7FFFFFFF
+INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
+"""cvt's rounding to an integer, as LLVM intrinsics; a float-to-int conversion
+after it saturates and gives 0 for NaN, as the interpreter's."""
 
 _LANE_SPECIALS = {"%laneid", "%warpid", "%smid", "%lanemask_eq", "%lanemask_lt",
                   "%lanemask_le", "%lanemask_ge", "%lanemask_gt"}
