@@ -659,3 +659,52 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     _same(FOURTH, "fourth", (3, 1, 1), (32, 1, 1),
           [np.zeros(n * 30, np.uint32), np.zeros(n * 10, np.uint64), u, v, f],
           struct.pack("<i", n), monkeypatch)
+
+
+JUMPS = r"""
+extern "C" __global__ void jumps(int* out, const unsigned* sel, int n, unsigned mask)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned s = sel[i] & mask;
+    int r = 0;
+    asm("{\n\t.reg .pred p;\n\t.reg .u32 k;\n\tmov.u32 k, %1;\n"
+        "TOP:\n\t"
+        "ts: .branchtargets J0, J1, TOP2, J3;\n\t"
+        "brx.idx k, ts;\n"
+        "J0:\n\tadd.s32 %0, %0, 100;\n\tbra.uni JEND;\n"
+        "J1:\n\tadd.s32 %0, %0, 201;\n\tmembar.gl;\n\tbra.uni JEND;\n"
+        "TOP2:\n\tadd.s32 %0, %0, 7;\n\tmov.u32 k, 3;\n"
+        "\tsetp.ne.s32 p, %0, 0;\n\t@p brx.idx k, ts;\n\tbra.uni TOP;\n"
+        "J3:\n\tadd.s32 %0, %0, 403;\n\tfence.acq_rel.gpu;\n"
+        "JEND:\n\t}"
+        : "+r"(r) : "r"(s));
+    out[i] = r + (int)s;
+}
+"""
+
+
+def test_indexed_branch_is_the_interpreters(monkeypatch):
+    """``brx.idx`` over a ``.branchtargets`` table (a guarded one too, and a
+    target that jumps back to the table), ``membar``/``fence`` between: the
+    interpreter's outputs and count; an index past the table is its trap."""
+    from gpusafe.cpu.errors import TrapError
+    sel = np.arange(90, dtype=np.uint32) * 7 + 1
+    _same(JUMPS, "jumps", (3, 1, 1), (32, 1, 1), [np.zeros(90, np.int32), sel],
+          struct.pack("<iI", 90, 3), monkeypatch)
+    ptx = nvrtc_compile(JUMPS, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        out, s = mem.alloc(360), mem.alloc(360)
+        mem.write(s, sel)
+        notes = engine_notes(monkeypatch)
+        with pytest.raises(TrapError) as e:
+            program.launch("jumps", (1, 1, 1), (32, 1, 1), 0,
+                           struct.pack("<QQiI", out, s, 90, 7))
+        messages.append((str(e.value), e.value.ptx_line, notes[0]))
+    # a compiled launch that faults keeps an empty note; a fallback says "interpreter: ..."
+    assert messages[0][:2] == messages[1][:2] and messages[1][2] == ""
+    assert "out of range (table of 4)" in messages[0][0]

@@ -23,8 +23,7 @@ from gpusafe_instrument import nodes
 
 from .values import BITS, Unsupported, Values, llvm_type, split_type
 
-_SUSPENDING = {"bar", "barrier", "shfl", "vote", "redux", "match", "elect", "activemask",
-               "membar", "fence"}
+_SUSPENDING = {"bar", "barrier", "shfl", "vote", "redux", "match", "elect", "activemask"}
 MAX_INLINED = 20000
 """Flat instructions after inlining, at most: a call tree that big stays on
 the interpreter rather than make a huge LLVM function."""

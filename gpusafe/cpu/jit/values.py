@@ -42,6 +42,9 @@ the uniform ones are the launch's (:func:`gpusafe.cpu.special_registers.uniform_
 
 ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
 GENERIC, GLOBAL, SHARED, LOCAL, CONST = 0, 1, 2, 3, 4
+TRAP_BRX = 256
+"""The access callback's kind for a ``brx.idx`` index past its table (the
+address argument is the index, the width the table's length)."""
 
 
 class Unsupported(Exception):
@@ -104,6 +107,7 @@ class Values:
         self.resume_labels: list[str] = []  # where each resumes
         self.frame_slots = 0  # 8-byte slots of a thread's frame: registers live at a barrier
         self.module_globals: frozenset = frozenset()  # module .global/.const variables
+        self.last_label: str | None = None  # the label a .branchtargets list names
 
     # -- helpers --------------------------------------------------------------
 
