@@ -38,7 +38,7 @@ import numpy as np
 from gpusafe_instrument import nodes
 from gpusafe_instrument.kinds import AccessKind
 
-from ..errors import DeviceError, IllegalAddress, LaunchTimeout, MisalignedAddress
+from ..errors import DeviceError, IllegalAddress, LaunchTimeout, MisalignedAddress, TrapError
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, WINDOW_SIZE, plain_segments
 from ..special_registers import uniform_value
@@ -46,7 +46,16 @@ from . import cache as jitcache
 from . import cores
 from .blocks import CTX_SLOTS, launch_ir
 from .lower import lower_kernel
-from .values import ACCESS_ATOMIC, ACCESS_READ, CONST, GENERIC, LOCAL, SHARED, Unsupported
+from .values import (
+    ACCESS_ATOMIC,
+    ACCESS_READ,
+    CONST,
+    GENERIC,
+    LOCAL,
+    SHARED,
+    TRAP_BRX,
+    Unsupported,
+)
 
 _RESOLVE = """
 define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
@@ -375,6 +384,9 @@ class _Access:
             return 0
 
     def _locate(self, addr: int, width: int, kind: int, line: int) -> int:
+        if kind == TRAP_BRX:  # the interpreter's control_ops.build_brx
+            raise TrapError(f"kernel {self.launch.kernel}: PTX line {line}: brx.idx index "
+                            f"{addr} out of range (table of {width})")
         space, access_code = divmod(kind, 4)
         access = _ACCESS[access_code]
         where = f"kernel {self.launch.kernel}: PTX line {line}"
