@@ -617,6 +617,10 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[26] = __float_as_uint(g);
     asm("lg2.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[27] = __float_as_uint(g);
     asm("rsqrt.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[28] = __float_as_uint(g);
+    asm("div.approx.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[30] = __float_as_uint(g);
+    asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[31] = __float_as_uint(g);
+    asm("div.full.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[13] ^= __float_as_uint(g);
+    asm("div.rn.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[14] ^= __float_as_uint(g);
     asm("{ .reg .b16 h, l; mov.b32 {l, h}, %1; mov.b32 %0, {h, l}; }" : "=r"(r[29]) : "r"(a));
     asm("{ .reg .b32 h, l; mov.b64 {l, h}, %1; mov.b64 %0, {h, 7}; }" : "=l"(w[0]) : "l"(p));
     asm("bfe.u64 %0, %1, %2, %3;" : "=l"(w[1]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
@@ -631,7 +635,7 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     w[8] = __double_as_longlong(e);
     asm("cvt.sat.f64.f64 %0, %1;" : "=d"(e) : "d"(__longlong_as_double(q)));
     w[9] = __double_as_longlong(e);
-    for (int k = 0; k < 30; ++k) out[i * 30 + k] = r[k];
+    for (int k = 0; k < 32; ++k) out[i * 32 + k] = r[k];
     for (int k = 0; k < 10; ++k) wide[i * 10 + k] = w[k];
 }
 """
@@ -642,7 +646,8 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     with positions and lengths past the width, vector mov packing and
     unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
     a u64 rounded up), float cvt with .sat/.rni/.ftz, f32 min/max with NaN
-    and signed zeros, and the approximate functions on edge values: the
+    and signed zeros, the approximate functions and ``div.approx`` (a divisor
+    above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
     interpreter's bits."""
     n = 96
     rng = np.random.default_rng(13)
@@ -654,10 +659,12 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
               0x7FF0000000000001, 0xFFF8000000000000]
     f = np.array([0.0, -0.0, 0.5, -0.0, 0.0, -0.5, 1.5, 2.5, 1.0, 1.0000001, 2.0**-127, -(2.0**-130),
                   float("nan"), float("inf"), float("-inf"), 128.0, -150.0, 1e30, 3.14159265,
-                  -2.71828, 0.99999994, 100.5, 1e-40, 6.0, -1e-38, 7e5], np.float32)
+                  -2.71828, 0.99999994, 100.5, 1e-40, 6.0, -1e-38, 7e5, 3e38, 1.0, -2.0**127,
+                  2.0**126, 5.0, 2.0**126 * 1.0000001, float("inf"), 1e-39, 1e-30, 2.0, 3.0,
+                  1e10], np.float32)
     f = np.concatenate([f, rng.standard_normal(n - len(f)).astype(np.float32) * 40])
     _same(FOURTH, "fourth", (3, 1, 1), (32, 1, 1),
-          [np.zeros(n * 30, np.uint32), np.zeros(n * 10, np.uint64), u, v, f],
+          [np.zeros(n * 32, np.uint32), np.zeros(n * 10, np.uint64), u, v, f],
           struct.pack("<i", n), monkeypatch)
 
 

@@ -332,6 +332,9 @@ class AluLowering(Values):
         (so INT_MIN / -1 is INT_MIN, with no LLVM poison), all ones for a zero
         divisor."""
         mods, t = split_type(instr)
+        if not rem and t == "f32" and ("approx" in mods or "ftz" in mods):
+            self.float_divide(instr, mods)  # :mod:`.floats`
+            return
         if not rem and t in ("f32", "f64") and mods in (["rn"], ["full"] if t == "f32" else []):
             # correctly rounded (the interpreter computes div.full so too)
             self._arith_float(instr, "fdiv", [], t)

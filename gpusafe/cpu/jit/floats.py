@@ -35,7 +35,8 @@ LIBM_IS_NUMPY = _numpy_uses_libm()
 
 _APPROX = {"sin": "llvm.sin.f64", "cos": "llvm.cos.f64", "ex2": "llvm.exp2.f64",
            "lg2": "llvm.log2.f64"}
-_F32_MIN_NORMAL_EXPONENT = 0x7F800000
+_F32_EXPONENT = 0x7F800000  # the exponent field (all ones: inf/NaN)
+_F32_TWO_126 = 0x7E800000
 _F32_SIGN = -0x80000000
 
 
@@ -46,7 +47,7 @@ class FloatLowering(Values):
         """``.ftz``: a subnormal f32 becomes a zero of its sign."""
         bits, exp, sub, sign, chosen, out = (self.new() for _ in range(6))
         self.emit(f"{bits} = bitcast float {value} to i32\n"
-                  f"  {exp} = and i32 {bits}, {_F32_MIN_NORMAL_EXPONENT}\n"
+                  f"  {exp} = and i32 {bits}, {_F32_EXPONENT}\n"
                   f"  {sub} = icmp eq i32 {exp}, 0\n  {sign} = and i32 {bits}, {_F32_SIGN}\n"
                   f"  {chosen} = select i1 {sub}, i32 {sign}, i32 {bits}\n"
                   f"  {out} = bitcast i32 {chosen} to float")
@@ -88,6 +89,36 @@ class FloatLowering(Values):
                   f"  {zf} = bitcast i32 {zbits} to float\n"
                   f"  {out} = select i1 {zeros}, float {zf}, float {pick}")
         self.write(d, t, self.canon(out, t))
+
+    def float_divide(self, instr: nodes.Instruction, mods: list[str]) -> None:
+        """``div.approx/.full/.rn`` with ``.ftz`` and ``div.approx`` on f32: the
+        correctly rounded quotient (inputs and result flushed with ``.ftz``);
+        ``.approx`` with a finite divisor above 2^126 gives ``a * ±0`` (a
+        signed zero, NaN for an infinite a), as the interpreter has the GPU."""
+        rest = sorted(m for m in mods if m != "ftz")
+        if rest not in (["approx"], ["full"], ["rn"]) or len(instr.operands) != 3:
+            raise self.fail(f"form {mods}")
+        ftz = "ftz" in mods
+        d, a, b = instr.operands
+        va, vb = self.read(a, "f32"), self.read(b, "f32")
+        fa, fb = (self.flush_f32(va), self.flush_f32(vb)) if ftz else (va, vb)
+        q = self.new()
+        self.emit(f"{q} = fdiv float {fa}, {fb}")
+        out = self.flush_f32(q) if ftz else q
+        if rest == ["approx"]:
+            bits, mag, above, finite, huge, sign, zero, scaled, chosen = (self.new()
+                                                                          for _ in range(9))
+            self.emit(f"{bits} = bitcast float {vb} to i32\n"
+                      f"  {mag} = and i32 {bits}, 2147483647\n"
+                      f"  {above} = icmp ugt i32 {mag}, {_F32_TWO_126}\n"
+                      f"  {finite} = icmp ult i32 {mag}, {_F32_EXPONENT}\n"
+                      f"  {huge} = and i1 {above}, {finite}\n"
+                      f"  {sign} = and i32 {bits}, {_F32_SIGN}\n"
+                      f"  {zero} = bitcast i32 {sign} to float\n"
+                      f"  {scaled} = fmul float {fa}, {zero}\n"
+                      f"  {chosen} = select i1 {huge}, float {scaled}, float {out}")
+            out = chosen
+        self.write(d, "f32", self.canon(out, "f32"))
 
     # -- approximate functions -------------------------------------------------
 
