@@ -107,16 +107,18 @@ class MemoryLowering(Values):
         d, a = instr.operands
         if "param" in mods:
             _, t = split_type(instr)
-            rest = [m for m in mods if m not in BITS and m != "param"]
+            rest = [m for m in mods if m not in BITS and m not in ("param", "v2", "v4")]
+            dests = d.items if isinstance(d, nodes.Vector) else (d,)
+            count = 4 if "v4" in mods else 2 if "v2" in mods else 1
             if rest or not isinstance(a, nodes.Address) or not isinstance(a.base, nodes.Symbol) \
-                    or a.base.name not in self.kparams:
-                raise self.fail("only scalar loads of kernel parameters by name")
-            p = self.new()
-            self.emit(f"{p} = getelementptr i8, ptr %params, i64 "
-                      f"{self.kparams[a.base.name] + a.offset}")
-            v = self.new()
-            self.emit(f"{v} = load {llvm_type(t)}, ptr {p}, align 1")
-            self.write(d, t, v)
+                    or a.base.name not in self.kparams or len(dests) != count or t == "pred":
+                raise self.fail("only loads of kernel parameters by name")
+            for k, dst in enumerate(dests):
+                p, v = self.new(), self.new()
+                self.emit(f"{p} = getelementptr i8, ptr %params, i64 "
+                          f"{self.kparams[a.base.name] + a.offset + k * BITS[t] // 8}")
+                self.emit(f"{v} = load {llvm_type(t)}, ptr {p}, align 1")
+                self.write(dst, t, v)
             return
         space, count, t, rest = self._memory(instr)
         if rest or t == "pred":
