@@ -715,3 +715,24 @@ def test_indexed_branch_is_the_interpreters(monkeypatch):
     # a compiled launch that faults keeps an empty note; a fallback says "interpreter: ..."
     assert messages[0][:2] == messages[1][:2] and messages[1][2] == ""
     assert "out of range (table of 4)" in messages[0][0]
+
+
+VECTOR_PARAMS = r"""
+struct S { float a, b; unsigned char c[4]; double d; };
+extern "C" __global__ void vparams(float* out, S s, float2 v, uchar4 u)
+{
+    int i = threadIdx.x;
+    out[i] = s.a * i + s.b + v.x * v.y + (float)(s.c[i & 3] + u.w) + (float)s.d;
+}
+"""
+
+
+def test_vector_loads_of_kernel_parameters_are_bit_identical(monkeypatch):
+    """``ld.param.v2.f32``/``v4.u8`` of structs passed by value."""
+    ptx = nvrtc_compile(VECTOR_PARAMS, "k.cu", "compute_75", ())
+    assert "ld.param.v2" in ptx or "ld.param.v4" in ptx
+    scalars = (struct.pack("<ff4Bxxxxd", 1.5, -2.25, 1, 2, 3, 250, 1e3)
+               + struct.pack("<ff4B", 0.5, 3.0, 9, 8, 7, 6))
+    out = _same(VECTOR_PARAMS, "vparams", (1, 1, 1), (8, 1, 1), [np.zeros(8, np.float32)],
+                scalars, monkeypatch)[0]
+    assert out[1] == np.float32(1.5 - 2.25 + 1.5 + 2 + 6 + 1e3)
