@@ -621,6 +621,20 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[31] = __float_as_uint(g);
     asm("div.full.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[13] ^= __float_as_uint(g);
     asm("div.rn.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[14] ^= __float_as_uint(g);
+    float h = __uint_as_float(c), z[12];
+    asm("add.rz.f32 %0, %1, %2;" : "=f"(z[0]) : "f"(x), "f"(y));
+    asm("add.rm.f32 %0, %1, %2;" : "=f"(z[1]) : "f"(x), "f"(h));
+    asm("add.rp.f32 %0, %1, %2;" : "=f"(z[2]) : "f"(h), "f"(y));
+    asm("sub.rm.f32 %0, %1, %2;" : "=f"(z[3]) : "f"(x), "f"(x));
+    asm("sub.rz.f32 %0, %1, %2;" : "=f"(z[4]) : "f"(y), "f"(h));
+    asm("mul.rz.f32 %0, %1, %2;" : "=f"(z[5]) : "f"(x), "f"(h));
+    asm("mul.rm.f32 %0, %1, %2;" : "=f"(z[6]) : "f"(h), "f"(y));
+    asm("mul.rp.f32 %0, %1, %2;" : "=f"(z[7]) : "f"(x), "f"(y));
+    asm("fma.rz.f32 %0, %1, %2, %3;" : "=f"(z[8]) : "f"(x), "f"(y), "f"(h));
+    asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[9]) : "f"(h), "f"(x), "f"(y));
+    asm("fma.rp.f32 %0, %1, %2, %3;" : "=f"(z[10]) : "f"(x), "f"(h), "f"(y));
+    asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[11]) : "f"(x), "f"(y), "f"(-x * y));
+    for (int k = 0; k < 12; ++k) r[k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
     asm("{ .reg .b16 h, l; mov.b32 {l, h}, %1; mov.b32 %0, {h, l}; }" : "=r"(r[29]) : "r"(a));
     asm("{ .reg .b32 h, l; mov.b64 {l, h}, %1; mov.b64 %0, {h, 7}; }" : "=l"(w[0]) : "l"(p));
     asm("bfe.u64 %0, %1, %2, %3;" : "=l"(w[1]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
@@ -645,7 +659,9 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     """prmt in every mode (selectors in registers, sign replication), bfe/bfi
     with positions and lengths past the width, vector mov packing and
     unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
-    a u64 rounded up), float cvt with .sat/.rni/.ftz, f32 min/max with NaN
+    a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
+    (overflow, subnormals, the sign of an exact zero), float cvt with
+    .sat/.rni/.ftz, f32 min/max with NaN
     and signed zeros, the approximate functions and ``div.approx`` (a divisor
     above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
     interpreter's bits."""

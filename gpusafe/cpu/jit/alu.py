@@ -67,6 +67,9 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def _arith_float(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
+        if t == "f32" and mods in (["rz"], ["rm"], ["rp"]):
+            self.float_directed(instr, op[1:], mods[0])  # :mod:`.floats`
+            return
         if mods not in ([], ["rn"]):
             raise self.fail(f"float modifiers {mods}")
         d, a, b = instr.operands
@@ -131,6 +134,9 @@ class AluLowering(Values):
 
     def op_fma(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
+        if t == "f32" and mods in (["rz"], ["rm"], ["rp"]):
+            self.float_directed(instr, "fma", mods[0])  # :mod:`.floats`
+            return
         if mods != ["rn"] or t not in ("f32", "f64"):
             raise self.fail(f"modifiers {mods}")
         self._fma(instr, t)

@@ -120,6 +120,97 @@ class FloatLowering(Values):
             out = chosen
         self.write(d, "f32", self.canon(out, "f32"))
 
+    # -- directed rounding -------------------------------------------------------
+
+    def float_directed(self, instr: nodes.Instruction, kind: str, mode: str) -> None:
+        """f32 ``add/sub/mul/fma`` rounded toward zero (``rz``), down (``rm``) or
+        up (``rp``).  The exact result is ``s + e`` in f64 (a product of two
+        f32 is exact there; a sum's error ``e`` is exact by TwoSum); ``r``, the
+        nearest f32 to ``s``, steps one unit toward the mode's side when the
+        exact value lies beyond it (the sign of ``(s - r) + e``, whose first
+        difference is exact).  In ``rm`` an exact zero sum is -0 unless both
+        addends are +0, as the interpreter (and IEEE) has it."""
+        d, *ops = instr.operands
+        vals = [self.read(x, "f32") for x in ops]
+        wide = []
+        for v in vals:
+            x = self.new()
+            self.emit(f"{x} = fpext float {v} to double")
+            wide.append(x)
+        if kind == "sub":
+            neg = self.new()
+            self.emit(f"{neg} = fneg double {wide[1]}")
+            wide[1] = neg
+        if kind == "mul":
+            s = self.new()
+            self.emit(f"{s} = fmul double {wide[0]}, {wide[1]}")
+            e = "0.0"
+            addends = None
+        else:
+            if kind == "fma":
+                p = self.new()
+                self.emit(f"{p} = fmul double {wide[0]}, {wide[1]}")
+                addends = (p, wide[2])
+            else:
+                addends = (wide[0], wide[1])
+            s, e = self._two_sum(*addends)
+        r, r64, diff, t = (self.new() for _ in range(4))
+        self.emit(f"{r} = fptrunc double {s} to float\n  {r64} = fpext float {r} to double\n"
+                  f"  {diff} = fsub double {s}, {r64}\n  {t} = fadd double {diff}, {e}")
+        # inf or NaN operands: s is too, t is NaN, and r stays as it is
+        chosen = self._step(r, t, mode)
+        if mode == "rm" and addends is not None:
+            chosen = self._rm_zero(chosen, s, addends)
+        self.write(d, "f32", self.canon(chosen, "f32"))
+
+    def _two_sum(self, a: str, b: str) -> tuple[str, str]:
+        """(s, e): s = a + b rounded, e its exact error (Knuth's TwoSum)."""
+        s, bb, ab, da, db, e = (self.new() for _ in range(6))
+        self.emit(f"{s} = fadd double {a}, {b}\n  {bb} = fsub double {s}, {a}\n"
+                  f"  {ab} = fsub double {s}, {bb}\n  {da} = fsub double {a}, {ab}\n"
+                  f"  {db} = fsub double {b}, {bb}\n  {e} = fadd double {da}, {db}")
+        return s, e
+
+    def _step(self, r: str, t: str, mode: str) -> str:
+        """``r`` moved one f32 unit toward the exact value when ``mode`` says so
+        (``t``: the exact value minus ``r``)."""
+        bits, negative, above, below = (self.new() for _ in range(4))
+        self.emit(f"{bits} = bitcast float {r} to i32\n  {negative} = icmp slt i32 {bits}, 0\n"
+                  f"  {above} = fcmp ogt double {t}, 0.0\n"
+                  f"  {below} = fcmp olt double {t}, 0.0")
+        inc, dec = self.new(), self.new()
+        self.emit(f"{inc} = add i32 {bits}, 1\n  {dec} = sub i32 {bits}, 1")
+        if mode == "rz":  # |r| > |exact|: the magnitude one less
+            toward, step = self.new(), self.new()
+            self.emit(f"{toward} = select i1 {negative}, i1 {above}, i1 {below}\n"
+                      f"  {step} = select i1 {toward}, i32 {dec}, i32 {bits}")
+        else:  # rm: down when the exact value is below r; rp: up when above
+            move = below if mode == "rm" else above
+            # down: a negative magnitude grows, a positive one shrinks; up: the
+            # mirror image.  r is never the zero on the wrong side of the exact
+            # value (it has the sign of s, which has the exact value's)
+            grow, step = self.new(), self.new()
+            first, second = (inc, dec) if mode == "rm" else (dec, inc)
+            self.emit(f"{grow} = select i1 {negative}, i32 {first}, i32 {second}\n"
+                      f"  {step} = select i1 {move}, i32 {grow}, i32 {bits}")
+        out = self.new()
+        self.emit(f"{out} = bitcast i32 {step} to float")
+        return out
+
+    def _rm_zero(self, value: str, s: str, addends: tuple[str, str]) -> str:
+        """An exact zero sum in ``rm``: -0 unless both addends are +0."""
+        zero, pos, both, neg0, out = (self.new() for _ in range(5))
+        checks = []
+        for a in addends:
+            b, z = self.new(), self.new()
+            self.emit(f"{b} = bitcast double {a} to i64\n  {z} = icmp eq i64 {b}, 0")
+            checks.append(z)
+        self.emit(f"{zero} = fcmp oeq double {s}, 0.0\n"
+                  f"  {both} = and i1 {checks[0]}, {checks[1]}\n"
+                  f"  {pos} = xor i1 {both}, true\n  {neg0} = and i1 {zero}, {pos}\n"
+                  f"  {out} = select i1 {neg0}, float -0.0, float {value}")
+        return out
+
     # -- approximate functions -------------------------------------------------
 
     def _approx(self, instr: nodes.Instruction, op: str) -> None:
