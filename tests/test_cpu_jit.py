@@ -635,6 +635,30 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("fma.rp.f32 %0, %1, %2, %3;" : "=f"(z[10]) : "f"(x), "f"(h), "f"(y));
     asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[11]) : "f"(x), "f"(y), "f"(-x * y));
     for (int k = 0; k < 12; ++k) r[k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
+    asm("copysign.f32 %0, %1, %2;" : "=f"(g) : "f"(h), "f"(x)); r[15] ^= __float_as_uint(g);
+    double cs;
+    asm("copysign.f64 %0, %1, %2;" : "=d"(cs) : "d"(__longlong_as_double(p)),
+        "d"(__longlong_as_double(q)));
+    w[11] = __double_as_longlong(cs);
+    unsigned tp = 0, one;
+    asm("{ .reg .pred t; testp.finite.f32 t, %1; selp.u32 %0, 1, 0, t; }" : "=r"(one) : "f"(h));
+    tp |= one;
+    asm("{ .reg .pred t; testp.infinite.f32 t, %1; selp.u32 %0, 2, 0, t; }" : "=r"(one) : "f"(x));
+    tp |= one;
+    asm("{ .reg .pred t; testp.number.f32 t, %1; selp.u32 %0, 4, 0, t; }" : "=r"(one) : "f"(h));
+    tp |= one;
+    asm("{ .reg .pred t; testp.notanumber.f32 t, %1; selp.u32 %0, 8, 0, t; }" : "=r"(one) : "f"(x));
+    tp |= one;
+    asm("{ .reg .pred t; testp.normal.f32 t, %1; selp.u32 %0, 16, 0, t; }" : "=r"(one) : "f"(h));
+    tp |= one;
+    asm("{ .reg .pred t; testp.subnormal.f32 t, %1; selp.u32 %0, 32, 0, t; }" : "=r"(one) : "f"(x));
+    tp |= one;
+    asm("{ .reg .pred t; testp.subnormal.f64 t, %1; selp.u32 %0, 64, 0, t; }" : "=r"(one)
+        : "d"(__longlong_as_double(p)));
+    tp |= one;
+    asm("{ .reg .pred t; testp.normal.f64 t, %1; selp.u32 %0, 128, 0, t; }" : "=r"(one)
+        : "d"(__longlong_as_double(q)));
+    r[16] ^= tp | one << 8;
     asm("{ .reg .b16 h, l; mov.b32 {l, h}, %1; mov.b32 %0, {h, l}; }" : "=r"(r[29]) : "r"(a));
     asm("{ .reg .b32 h, l; mov.b64 {l, h}, %1; mov.b64 %0, {h, 7}; }" : "=l"(w[0]) : "l"(p));
     asm("bfe.u64 %0, %1, %2, %3;" : "=l"(w[1]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
@@ -650,7 +674,7 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("cvt.sat.f64.f64 %0, %1;" : "=d"(e) : "d"(__longlong_as_double(q)));
     w[9] = __double_as_longlong(e);
     for (int k = 0; k < 32; ++k) out[i * 32 + k] = r[k];
-    for (int k = 0; k < 10; ++k) wide[i * 10 + k] = w[k];
+    for (int k = 0; k < 12; ++k) wide[i * 12 + k] = w[k];
 }
 """
 
@@ -661,18 +685,19 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
     a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
     (overflow, subnormals, the sign of an exact zero), float cvt with
-    .sat/.rni/.ftz, f32 min/max with NaN
+    .sat/.rni/.ftz, copysign and testp, f32 min/max with NaN
     and signed zeros, the approximate functions and ``div.approx`` (a divisor
     above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
     interpreter's bits."""
     n = 96
     rng = np.random.default_rng(13)
     u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-    u[:20] = [0, 1, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x01000001, 0x01000003, 0xFEFFFFFF,
-              16777217, 0x80000001, 31, 32, 33, 255, 256, 0x3210, 0x7654, 0xFFFF, 8, 0x88]
+    u[:24] = [0, 1, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x01000001, 0x01000003, 0xFEFFFFFF,
+              16777217, 0x80000001, 31, 32, 33, 255, 256, 0x3210, 0x7654, 0xFFFF, 8, 0x88,
+              0x7F800000, 0xFF800000, 0x00800000, 0x807FFFFF]
     v = rng.integers(0, 2**63, n, dtype=np.uint64) << np.uint64(1)
-    v[:10] = [0, 1, 2**64 - 1, 2**63, 2**63 - 1, 2**53 + 1, (2**24 + 1) << 30, 2**64 - 2**39,
-              0x7FF0000000000001, 0xFFF8000000000000]
+    v[:12] = [0, 1, 2**64 - 1, 2**63, 2**63 - 1, 2**53 + 1, (2**24 + 1) << 30, 2**64 - 2**39,
+              0x7FF0000000000001, 0xFFF8000000000000, 0x000FFFFFFFFFFFFF, 0x0010000000000000]
     f = np.array([0.0, -0.0, 0.5, -0.0, 0.0, -0.5, 1.5, 2.5, 1.0, 1.0000001, 2.0**-127, -(2.0**-130),
                   float("nan"), float("inf"), float("-inf"), 128.0, -150.0, 1e30, 3.14159265,
                   -2.71828, 0.99999994, 100.5, 1e-40, 6.0, -1e-38, 7e5, 3e38, 1.0, -2.0**127,
@@ -680,7 +705,7 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
                   1e10], np.float32)
     f = np.concatenate([f, rng.standard_normal(n - len(f)).astype(np.float32) * 40])
     _same(FOURTH, "fourth", (3, 1, 1), (32, 1, 1),
-          [np.zeros(n * 32, np.uint32), np.zeros(n * 10, np.uint64), u, v, f],
+          [np.zeros(n * 32, np.uint32), np.zeros(n * 12, np.uint64), u, v, f],
           struct.pack("<i", n), monkeypatch)
 
 

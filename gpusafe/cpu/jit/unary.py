@@ -1,6 +1,7 @@
 """Unary and bit-counting instructions of the JIT's lowering: ``neg``/``abs``,
 ``popc``/``clz``/``brev``/``bfind``, ``sad``, correctly rounded ``sqrt`` and
-``rcp``, each with the interpreter's results (:mod:`gpusafe.cpu.alu`)."""
+``rcp``, ``copysign`` and ``testp``, each with the interpreter's results
+(:mod:`gpusafe.cpu.alu`)."""
 
 from __future__ import annotations
 
@@ -161,3 +162,52 @@ class UnaryLowering(Values):
         self.emit(f"{changed} = {op} i{w} {bits}, {mask}")
         self.emit(f"{out} = bitcast i{w} {changed} to {llvm_type(t)}")
         self.write(d, t, out)
+
+    def op_copysign(self, instr: nodes.Instruction) -> None:
+        """``copysign d, a, b``: b's bits with a's sign bit (a NaN's payload
+        kept, as numpy's ``copysign(b, a)``)."""
+        mods, t = split_type(instr)
+        if mods or t not in ("f32", "f64") or len(instr.operands) != 3:
+            raise self.fail("form")
+        d, a, b = instr.operands
+        w = BITS[t]
+        sign = -(1 << (w - 1))
+        ia, ib, sa, mb, bits, out = (self.new() for _ in range(6))
+        self.emit(f"{ia} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}\n"
+                  f"  {ib} = bitcast {llvm_type(t)} {self.read(b, t)} to i{w}\n"
+                  f"  {sa} = and i{w} {ia}, {sign}\n  {mb} = and i{w} {ib}, {-sign - 1}\n"
+                  f"  {bits} = or i{w} {sa}, {mb}\n"
+                  f"  {out} = bitcast i{w} {bits} to {llvm_type(t)}")
+        self.write(d, t, out)
+
+    def op_testp(self, instr: nodes.Instruction) -> None:
+        """``testp.op``: a class of the value, from its exponent and mantissa."""
+        mods, t = split_type(instr)
+        if t not in ("f32", "f64") or len(mods) != 1 or len(instr.operands) != 2:
+            raise self.fail("form")
+        d, a = instr.operands
+        w = BITS[t]
+        top = 0x7F800000 if t == "f32" else 0x7FF0000000000000
+        ia, mag = self.new(), self.new()
+        self.emit(f"{ia} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}\n"
+                  f"  {mag} = and i{w} {ia}, {(1 << (w - 1)) - 1}")
+        min_normal = 0x00800000 if t == "f32" else 0x0010000000000000
+        tests = {"finite": f"icmp ult i{w} {mag}, {top}",
+                 "infinite": f"icmp eq i{w} {mag}, {top}",
+                 "number": f"icmp ule i{w} {mag}, {top}",
+                 "notanumber": f"icmp ugt i{w} {mag}, {top}"}
+        out = self.new()
+        if mods[0] == "normal":
+            lo, hi = self.new(), self.new()
+            self.emit(f"{lo} = icmp uge i{w} {mag}, {min_normal}\n"
+                      f"  {hi} = icmp ult i{w} {mag}, {top}\n  {out} = and i1 {lo}, {hi}")
+        elif mods[0] == "subnormal":
+            nz, small = self.new(), self.new()
+            self.emit(f"{nz} = icmp ne i{w} {mag}, 0\n"
+                      f"  {small} = icmp ult i{w} {mag}, {min_normal}\n"
+                      f"  {out} = and i1 {nz}, {small}")
+        elif mods[0] in tests:
+            self.emit(f"{out} = {tests[mods[0]]}")
+        else:
+            raise self.fail(f"test {mods[0]}")
+        self.write(d, "pred", out)
