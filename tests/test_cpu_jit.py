@@ -636,6 +636,9 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[11]) : "f"(x), "f"(y), "f"(-x * y));
     for (int k = 0; k < 12; ++k) r[k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
     asm("copysign.f32 %0, %1, %2;" : "=f"(g) : "f"(h), "f"(x)); r[15] ^= __float_as_uint(g);
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[17] ^= __float_as_uint(g);
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[18] ^= __float_as_uint(g);
+    asm("rcp.rn.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[19] ^= __float_as_uint(g);
     double cs;
     asm("copysign.f64 %0, %1, %2;" : "=d"(cs) : "d"(__longlong_as_double(p)),
         "d"(__longlong_as_double(q)));
@@ -685,7 +688,7 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
     a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
     (overflow, subnormals, the sign of an exact zero), float cvt with
-    .sat/.rni/.ftz, copysign and testp, f32 min/max with NaN
+    .sat/.rni/.ftz, copysign and testp, rcp/sqrt with .ftz, f32 min/max with NaN
     and signed zeros, the approximate functions and ``div.approx`` (a divisor
     above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
     interpreter's bits."""

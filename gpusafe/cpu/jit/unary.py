@@ -57,35 +57,36 @@ class UnaryLowering(Values):
         self.emit(f"{out} = call i{w} @llvm.bitreverse.i{w}(i{w} {self.read(a, t)})")
         self.write(d, t, out)
 
-    def _rounded_unary(self, instr: nodes.Instruction) -> tuple[str, str] | None:
-        """(type, operand) of ``sqrt``/``rcp`` in the forms the interpreter
-        rounds correctly: ``.rn`` (f32, f64) and ``.approx.f32`` (computed in
-        f64 and rounded once, which for these two is the correctly rounded
-        f32); None for other forms (``.ftz``, other roundings)."""
+    def _rounded_unary(self, instr: nodes.Instruction) -> tuple[str, str, bool]:
+        """(type, operand, .ftz) of ``sqrt``/``rcp`` in the forms the
+        interpreter rounds correctly: ``.rn`` (f32, f64) and ``.approx.f32``
+        (computed in f64 and rounded once, which for these two is the
+        correctly rounded f32), with ``.ftz`` on f32 (the operand flushed
+        here, the result by :meth:`_rounded_result`)."""
         mods, t = split_type(instr)
-        if t not in ("f32", "f64") or mods not in (["rn"], ["approx"] if t == "f32" else []):
-            return None
-        return t, self.read(instr.operands[1], t)
+        ftz = t == "f32" and "ftz" in mods
+        rest = [m for m in mods if m != "ftz"] if ftz else mods
+        if t not in ("f32", "f64") or rest not in (["rn"], ["approx"] if t == "f32" else []):
+            raise self.fail("form")
+        v = self.read(instr.operands[1], t)
+        return t, self.flush_f32(v) if ftz else v, ftz
+
+    def _rounded_result(self, instr: nodes.Instruction, t: str, out: str, ftz: bool) -> None:
+        self.write(instr.operands[0], t, self.canon(self.flush_f32(out) if ftz else out, t))
 
     def op_sqrt(self, instr: nodes.Instruction) -> None:
-        form = self._rounded_unary(instr)
-        if form is None:
-            raise self.fail("form")
-        t, v = form
+        t, v, ftz = self._rounded_unary(instr)
         lt = llvm_type(t)
         self.intrinsics.add(f"declare {lt} @llvm.sqrt.{lt}({lt})")
         out = self.new()
         self.emit(f"{out} = call {lt} @llvm.sqrt.{lt}({lt} {v})")
-        self.write(instr.operands[0], t, self.canon(out, t))
+        self._rounded_result(instr, t, out, ftz)
 
     def op_rcp(self, instr: nodes.Instruction) -> None:
-        form = self._rounded_unary(instr)
-        if form is None:
-            raise self.fail("form")
-        t, v = form
+        t, v, ftz = self._rounded_unary(instr)
         out = self.new()
         self.emit(f"{out} = fdiv {llvm_type(t)} 1.0, {v}")
-        self.write(instr.operands[0], t, self.canon(out, t))
+        self._rounded_result(instr, t, out, ftz)
 
     def op_bfind(self, instr: nodes.Instruction) -> None:
         """The position of the most significant non-sign bit (from the top with
