@@ -780,3 +780,46 @@ def test_vector_loads_of_kernel_parameters_are_bit_identical(monkeypatch):
     out = _same(VECTOR_PARAMS, "vparams", (1, 1, 1), (8, 1, 1), [np.zeros(8, np.float32)],
                 scalars, monkeypatch)[0]
     assert out[1] == np.float32(1.5 - 2.25 + 1.5 + 2 + 6 + 1e3)
+
+
+PRINTF = r"""
+__device__ const char* g_names[2] = {"even", "odd"};
+extern "C" __global__ void say(int* out, const float* x, int n)
+{
+    __shared__ char tag[4];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x == 0) { tag[0] = 'b'; tag[1] = '0' + blockIdx.x; tag[2] = 0; }
+    __syncthreads();
+    if (i >= n) return;
+    char local[6] = {'t', 'h', 'r', (char)('a' + i % 26), 0, 0};
+    int k = printf("%d %s %5.2f %lld %c|%s|%s|%x\n", i, g_names[i & 1], x[i], (long long)i << 40,
+                   'A' + i % 26, local, tag, (unsigned)i * 2654435761u);
+    out[i] = k + (i % 3 == 0 ? printf("") : 0);
+}
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_printf_runs_compiled_with_the_interpreters_text(options, monkeypatch):
+    """``vprintf`` from compiled code: the interpreter's text (integers,
+    floats, %s of global, local and shared strings, %c), its length as the
+    result, its instruction count; lines in another order (another schedule)."""
+    import io
+    ptx = nvrtc_compile(PRINTF, "k.cu", "compute_75", options)
+    x = np.linspace(-2, 5, 40).astype(np.float32)
+    results = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        out, xs = mem.alloc(160), mem.alloc(160)
+        mem.write(xs, x)
+        notes = engine_notes(monkeypatch)
+        text = io.StringIO()
+        r = program.launch("say", (2, 1, 1), (32, 1, 1), 0, struct.pack("<QQi", out, xs, 40),
+                           stdout=text)
+        results.append((sorted(text.getvalue().splitlines()), mem.read(out, 160),
+                        r.instructions, notes[0]))
+    assert results[1][3] == "jit"
+    assert results[0][:3] == results[1][:3]
+    assert "5 odd" in " ".join(results[0][0]) and "|thrf|b0|" in " ".join(results[0][0])

@@ -132,6 +132,10 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
                 self.call_entry(self.calls[i])
                 self.emit(f"br label {nxt}")
                 continue
+            if i in self.printfs:
+                self.printf_call(i)
+                self.emit(f"br label {nxt}")
+                continue
             if i in self.ret_to:  # a return of an inlined callee
                 self.emit(f"br label %L{self.ret_to[i]}")
                 continue
