@@ -45,6 +45,7 @@ from ..special_registers import uniform_value
 from . import cache as jitcache
 from . import cores
 from .blocks import CTX_SLOTS, launch_ir
+from .devcalls import PRINTF, PRINTF_LOCAL, PRINTF_SHARED, Printf
 from .lower import lower_kernel
 from .values import (
     ACCESS_ATOMIC,
@@ -373,6 +374,7 @@ class _Access:
         self.launch = launch
         self.error: BaseException | None = None
         self.callback: Any = None  # the C callback of ``slow``, alive while code may call it
+        self.printf: Printf | None = None  # this range's vprintf calls (:mod:`.devcalls`)
 
     def slow(self, addr: int, width: int, kind: int, line: int) -> int:
         try:
@@ -384,6 +386,10 @@ class _Access:
             return 0
 
     def _locate(self, addr: int, width: int, kind: int, line: int) -> int:
+        if kind in (PRINTF_LOCAL, PRINTF_SHARED, PRINTF):
+            if self.printf is None:
+                self.printf = Printf(self.launch)
+            return self.printf.call(kind, addr, width)
         if kind == TRAP_BRX:  # the interpreter's control_ops.build_brx
             raise TrapError(f"kernel {self.launch.kernel}: PTX line {line}: brx.idx index "
                             f"{addr} out of range (table of {width})")
