@@ -635,6 +635,14 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("fma.rp.f32 %0, %1, %2, %3;" : "=f"(z[10]) : "f"(x), "f"(h), "f"(y));
     asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[11]) : "f"(x), "f"(y), "f"(-x * y));
     for (int k = 0; k < 12; ++k) r[k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
+    asm("add.ftz.f32 %0, %1, %2;" : "=f"(z[0]) : "f"(x), "f"(h));
+    asm("sub.rn.ftz.f32 %0, %1, %2;" : "=f"(z[1]) : "f"(h), "f"(y));
+    asm("mul.ftz.f32 %0, %1, %2;" : "=f"(z[2]) : "f"(x), "f"(y));
+    asm("mul.rz.ftz.f32 %0, %1, %2;" : "=f"(z[3]) : "f"(h), "f"(y));
+    asm("fma.rn.ftz.f32 %0, %1, %2, %3;" : "=f"(z[4]) : "f"(x), "f"(y), "f"(h));
+    asm("mad.rn.ftz.f32 %0, %1, %2, %3;" : "=f"(z[5]) : "f"(h), "f"(x), "f"(y));
+    asm("fma.rm.ftz.f32 %0, %1, %2, %3;" : "=f"(z[6]) : "f"(h), "f"(y), "f"(x));
+    for (int k = 0; k < 7; ++k) r[20 + k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
     asm("copysign.f32 %0, %1, %2;" : "=f"(g) : "f"(h), "f"(x)); r[15] ^= __float_as_uint(g);
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[17] ^= __float_as_uint(g);
     asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[18] ^= __float_as_uint(g);
@@ -687,7 +695,7 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     with positions and lengths past the width, vector mov packing and
     unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
     a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
-    (overflow, subnormals, the sign of an exact zero), float cvt with
+    (overflow, subnormals, the sign of an exact zero) and with .ftz, float cvt with
     .sat/.rni/.ftz, copysign and testp, rcp/sqrt with .ftz, f32 min/max with NaN
     and signed zeros, the approximate functions and ``div.approx`` (a divisor
     above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
@@ -705,7 +713,7 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
                   float("nan"), float("inf"), float("-inf"), 128.0, -150.0, 1e30, 3.14159265,
                   -2.71828, 0.99999994, 100.5, 1e-40, 6.0, -1e-38, 7e5, 3e38, 1.0, -2.0**127,
                   2.0**126, 5.0, 2.0**126 * 1.0000001, float("inf"), 1e-39, 1e-30, 2.0, 3.0,
-                  1e10], np.float32)
+                  1e10, 1e-20, 7.0, 8.0, 1e-20], np.float32)
     f = np.concatenate([f, rng.standard_normal(n - len(f)).astype(np.float32) * 40])
     _same(FOURTH, "fourth", (3, 1, 1), (32, 1, 1),
           [np.zeros(n * 32, np.uint32), np.zeros(n * 12, np.uint64), u, v, f],

@@ -67,8 +67,8 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def _arith_float(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
-        if t == "f32" and mods in (["rz"], ["rm"], ["rp"]):
-            self.float_directed(instr, op[1:], mods[0])  # :mod:`.floats`
+        if t == "f32" and (mods in (["rz"], ["rm"], ["rp"]) or "ftz" in mods):
+            self.float_flushed(instr, op[1:], mods)  # :mod:`.floats`
             return
         if mods not in ([], ["rn"]):
             raise self.fail(f"float modifiers {mods}")
@@ -134,8 +134,8 @@ class AluLowering(Values):
 
     def op_fma(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
-        if t == "f32" and mods in (["rz"], ["rm"], ["rp"]):
-            self.float_directed(instr, "fma", mods[0])  # :mod:`.floats`
+        if t == "f32" and (mods in (["rz"], ["rm"], ["rp"]) or "ftz" in mods):
+            self.float_flushed(instr, "fma", mods)  # :mod:`.floats`
             return
         if mods != ["rn"] or t not in ("f32", "f64"):
             raise self.fail(f"modifiers {mods}")
@@ -143,6 +143,9 @@ class AluLowering(Values):
 
     def op_mad(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
+        if t == "f32" and "ftz" in mods:
+            self.float_flushed(instr, "fma", mods)
+            return
         if t in ("f32", "f64"):
             if mods not in ([], ["rn"]):
                 raise self.fail(f"modifiers {mods}")

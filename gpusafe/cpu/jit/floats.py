@@ -122,9 +122,19 @@ class FloatLowering(Values):
 
     # -- directed rounding -------------------------------------------------------
 
-    def float_directed(self, instr: nodes.Instruction, kind: str, mode: str) -> None:
+    def float_flushed(self, instr: nodes.Instruction, kind: str, mods: list[str]) -> None:
+        """f32 ``add/sub/mul/fma`` with a directed rounding or ``.ftz`` (the
+        operands flushed, the operation, the result flushed, as the
+        interpreter's)."""
+        rest = [m for m in mods if m != "ftz"]
+        if rest not in ([], ["rn"], ["rz"], ["rm"], ["rp"]):
+            raise self.fail(f"form {mods}")
+        self.float_directed(instr, kind, rest[0] if rest else "rn", ftz="ftz" in mods)
+
+    def float_directed(self, instr: nodes.Instruction, kind: str, mode: str,
+                       ftz: bool = False) -> None:
         """f32 ``add/sub/mul/fma`` rounded toward zero (``rz``), down (``rm``) or
-        up (``rp``).  The exact result is ``s + e`` in f64 (a product of two
+        up (``rp``), or to nearest when it comes with ``.ftz``.  The exact result is ``s + e`` in f64 (a product of two
         f32 is exact there; a sum's error ``e`` is exact by TwoSum); ``r``, the
         nearest f32 to ``s``, steps one unit toward the mode's side when the
         exact value lies beyond it (the sign of ``(s - r) + e``, whose first
@@ -132,6 +142,17 @@ class FloatLowering(Values):
         addends are +0, as the interpreter (and IEEE) has it."""
         d, *ops = instr.operands
         vals = [self.read(x, "f32") for x in ops]
+        if ftz:
+            vals = [self.flush_f32(v) for v in vals]
+        if mode == "rn":
+            out = self.new()
+            if kind == "fma":
+                self.emit(f"{out} = call float @llvm.fma.f32(float {vals[0]}, float {vals[1]}, "
+                          f"float {vals[2]})")
+            else:
+                self.emit(f"{out} = f{kind} float {vals[0]}, {vals[1]}")
+            self.write(d, "f32", self.canon(self.flush_f32(out), "f32"))
+            return
         wide = []
         for v in vals:
             x = self.new()
@@ -161,6 +182,8 @@ class FloatLowering(Values):
         chosen = self._step(r, t, mode)
         if mode == "rm" and addends is not None:
             chosen = self._rm_zero(chosen, s, addends)
+        if ftz:
+            chosen = self.flush_f32(chosen)
         self.write(d, "f32", self.canon(chosen, "f32"))
 
     def _two_sum(self, a: str, b: str) -> tuple[str, str]:
