@@ -690,6 +690,7 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
 """
 
 
+@pytest.mark.slow  # one kernel of about 700 instructions to compile: 1.6 s
 def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     """prmt in every mode (selectors in registers, sign replication), bfe/bfi
     with positions and lengths past the width, vector mov packing and
