@@ -612,10 +612,6 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("cvt.rmi.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[20] = __float_as_uint(g);
     r[21] = __float_as_uint(fminf(x, y)); r[22] = __float_as_uint(fmaxf(x, y));
     asm("min.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[23] = __float_as_uint(g);
-    asm("sin.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[24] = __float_as_uint(g);
-    asm("cos.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[25] = __float_as_uint(g);
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[26] = __float_as_uint(g);
-    asm("lg2.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[27] = __float_as_uint(g);
     asm("rsqrt.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[28] = __float_as_uint(g);
     asm("div.approx.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[30] = __float_as_uint(g);
     asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[31] = __float_as_uint(g);
@@ -698,7 +694,7 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
     (overflow, subnormals, the sign of an exact zero) and with .ftz, float cvt with
     .sat/.rni/.ftz, copysign and testp, rcp/sqrt with .ftz, f32 min/max with NaN
-    and signed zeros, the approximate functions and ``div.approx`` (a divisor
+    and signed zeros, ``rsqrt.approx`` and ``div.approx`` (a divisor
     above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
     interpreter's bits."""
     n = 96
@@ -832,3 +828,42 @@ def test_printf_runs_compiled_with_the_interpreters_text(options, monkeypatch):
     assert results[1][3] == "jit"
     assert results[0][:3] == results[1][:3]
     assert "5 odd" in " ".join(results[0][0]) and "|thrf|b0|" in " ".join(results[0][0])
+
+
+APPROX = r"""
+extern "C" __global__ void approx(unsigned int* out, const float* f, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = f[i], g;
+    asm("sin.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i] = __float_as_uint(g);
+    asm("cos.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i + 1] = __float_as_uint(g);
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i + 2] = __float_as_uint(g);
+    asm("lg2.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i + 3] = __float_as_uint(g);
+}
+"""
+
+
+def test_approximate_functions_are_the_interpreters(monkeypatch):
+    """sin/cos/ex2/lg2.approx: the C library's function in f64, rounded once,
+    bit for bit the interpreter's numpy, on edge values (huge arguments,
+    subnormals, infinities, NaN, overflow of ex2); where numpy may take SVML
+    (AVX-512) the JIT refuses them with that reason and the launch falls back."""
+    from gpusafe.cpu.jit.floats import LIBM_IS_NUMPY
+    rng = np.random.default_rng(17)
+    f = np.array([0.0, -0.0, 1e-40, -1e-45, 1e30, -3e38, 1e5, 3.14159265, -1.5707964, 128.0,
+                  127.99999, -126.0, -150.0, 0.5, 2.0, float("inf"), float("-inf"), float("nan"),
+                  1.0, -1.0, 1e-20, 6.2831855, 100.25, 0.69314718, -127.5, -140.0], np.float32)
+    f = np.concatenate([f, (rng.standard_normal(70) * 60).astype(np.float32)])
+    n = len(f)
+    arrays = [np.zeros(4 * n, np.uint32), f]
+    ptx = nvrtc_compile(APPROX, "k.cu", "compute_75", ())
+    ref, n_ref, _ = _launch("interpreter", ptx, "approx", (3, 1, 1), (32, 1, 1), arrays,
+                            struct.pack("<i", n), monkeypatch)
+    got, n_got, note = _launch("jit", ptx, "approx", (3, 1, 1), (32, 1, 1), arrays,
+                               struct.pack("<i", n), monkeypatch)
+    assert ref[0].tobytes() == got[0].tobytes() and n_ref == n_got
+    if LIBM_IS_NUMPY:
+        assert note == "jit"
+    else:
+        assert note.startswith("interpreter: ") and "SVML" in note, note
