@@ -618,6 +618,7 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("div.full.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[13] ^= __float_as_uint(g);
     asm("div.rn.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[14] ^= __float_as_uint(g);
     float h = __uint_as_float(c), z[12];
+    double cs;
     asm("add.rz.f32 %0, %1, %2;" : "=f"(z[0]) : "f"(x), "f"(y));
     asm("add.rm.f32 %0, %1, %2;" : "=f"(z[1]) : "f"(x), "f"(h));
     asm("add.rp.f32 %0, %1, %2;" : "=f"(z[2]) : "f"(h), "f"(y));
@@ -638,12 +639,20 @@ extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, c
     asm("fma.rn.ftz.f32 %0, %1, %2, %3;" : "=f"(z[4]) : "f"(x), "f"(y), "f"(h));
     asm("mad.rn.ftz.f32 %0, %1, %2, %3;" : "=f"(z[5]) : "f"(h), "f"(x), "f"(y));
     asm("fma.rm.ftz.f32 %0, %1, %2, %3;" : "=f"(z[6]) : "f"(h), "f"(y), "f"(x));
-    for (int k = 0; k < 7; ++k) r[20 + k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
+    asm("abs.ftz.f32 %0, %1;" : "=f"(z[7]) : "f"(h));
+    asm("neg.ftz.f32 %0, %1;" : "=f"(z[8]) : "f"(x));
+    asm("{ .reg .pred t; setp.lt.ftz.f32 t, %1, %2; selp.f32 %0, 1.0, 2.0, t; }" : "=f"(z[9])
+        : "f"(h), "f"(y));
+    asm("{ .reg .pred t; setp.equ.and.ftz.f32 t, %1, %2, 1; selp.f32 %0, 3.0, 4.0, t; }"
+        : "=f"(z[10]) : "f"(x), "f"(h));
+    asm("add.f32 %0, %1, 0.1;" : "=f"(z[11]) : "f"(x));  // decimal immediates, rounded
+    for (int k = 0; k < 12; ++k) r[20 + k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
+    asm("mul.f64 %0, %1, -0.1;" : "=d"(cs) : "d"(__longlong_as_double(q)));
+    w[10] = __double_as_longlong(cs);
     asm("copysign.f32 %0, %1, %2;" : "=f"(g) : "f"(h), "f"(x)); r[15] ^= __float_as_uint(g);
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[17] ^= __float_as_uint(g);
     asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[18] ^= __float_as_uint(g);
     asm("rcp.rn.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[19] ^= __float_as_uint(g);
-    double cs;
     asm("copysign.f64 %0, %1, %2;" : "=d"(cs) : "d"(__longlong_as_double(p)),
         "d"(__longlong_as_double(q)));
     w[11] = __double_as_longlong(cs);
@@ -693,7 +702,8 @@ def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
     unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
     a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
     (overflow, subnormals, the sign of an exact zero) and with .ftz, float cvt with
-    .sat/.rni/.ftz, copysign and testp, rcp/sqrt with .ftz, f32 min/max with NaN
+    .sat/.rni/.ftz, copysign and testp, rcp/sqrt/abs/neg/setp with .ftz, f32
+    min/max with NaN
     and signed zeros, ``rsqrt.approx`` and ``div.approx`` (a divisor
     above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
     interpreter's bits."""

@@ -242,6 +242,8 @@ class AluLowering(Values):
         """``setp.cmp[.bop].t p[|q], a, b[, {!}c]``: p = t bop c, q = !t bop c
         (without bop: p = t, q = !t)."""
         mods, t = split_type(instr)
+        ftz = "ftz" in mods and t == "f32"  # the operands flushed, as the interpreter's
+        mods = [m for m in mods if m != "ftz"] if ftz else mods
         bop = mods[1] if len(mods) == 2 else None
         if len(mods) not in (1, 2) or bop not in (None, "and", "or", "xor") \
                 or len(instr.operands) != (4 if bop else 3):
@@ -249,6 +251,8 @@ class AluLowering(Values):
         cmp = mods[0]
         d, a, b = instr.operands[:3]
         va, vb = self.read(a, t), self.read(b, t)
+        if ftz:
+            va, vb = self.flush_f32(va), self.flush_f32(vb)
         out = self.new()
         if t in ("f32", "f64"):
             if cmp not in FCMP:

@@ -15,11 +15,11 @@ class UnaryLowering(Values):
 
     def op_neg(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
-        if not mods and t in ("f32", "f64"):
-            self._sign_bit(instr, t, "xor")
+        if t in ("f32", "f64") and mods in ([], ["ftz"] if t == "f32" else []):
+            self._sign_bit(instr, t, "xor", bool(mods))
             return
         if mods or not t.startswith("s"):
-            raise self.fail("only integer neg and float neg without .ftz")
+            raise self.fail("only integer neg and float neg")
         d, a = instr.operands
         out = self.new()
         self.emit(f"{out} = sub {llvm_type(t)} 0, {self.read(a, t)}")
@@ -137,10 +137,11 @@ class UnaryLowering(Values):
         ``abs`` without ``.ftz``: the sign bit cleared, a NaN's payload kept,
         as the interpreter does."""
         mods, t = split_type(instr)
-        if mods or t not in ("s16", "s32", "s64", "f32", "f64"):
+        if mods not in ([], ["ftz"] if t == "f32" else []) \
+                or t not in ("s16", "s32", "s64", "f32", "f64"):
             raise self.fail("form")
         if t.startswith("f"):
-            self._sign_bit(instr, t, "and")
+            self._sign_bit(instr, t, "and", bool(mods))
             return
         d, a = instr.operands
         w = BITS[t]
@@ -152,14 +153,16 @@ class UnaryLowering(Values):
         self.emit(f"{out} = select i1 {negative}, i{w} {negated}, i{w} {va}")
         self.write(d, t, out)
 
-    def _sign_bit(self, instr: nodes.Instruction, t: str, op: str) -> None:
+    def _sign_bit(self, instr: nodes.Instruction, t: str, op: str, ftz: bool = False) -> None:
         """Float ``abs`` (``and``: the sign cleared) and ``neg`` (``xor``: flipped)
-        on the bits, a NaN's payload kept, as the interpreter does."""
+        on the bits, a NaN's payload kept, as the interpreter does (``.ftz``
+        flushes the operand first)."""
         d, a = instr.operands
         w = BITS[t]
         mask = (1 << (w - 1)) - 1 if op == "and" else -(1 << (w - 1))
         bits, changed, out = self.new(), self.new(), self.new()
-        self.emit(f"{bits} = bitcast {llvm_type(t)} {self.read(a, t)} to i{w}")
+        v = self.read(a, t)
+        self.emit(f"{bits} = bitcast {llvm_type(t)} {self.flush_f32(v) if ftz else v} to i{w}")
         self.emit(f"{changed} = {op} i{w} {bits}, {mask}")
         self.emit(f"{out} = bitcast i{w} {changed} to {llvm_type(t)}")
         self.write(d, t, out)

@@ -8,6 +8,8 @@ types); f32/f64 values are bitcasts of those bits.
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpusafe_instrument import nodes
 from gpusafe_instrument.query import param_layout
 
@@ -288,8 +290,12 @@ class Values:
                 bits = int(body[2:], 16) ^ (0x8000_0000 if neg else 0)
             elif body[:2] in ("0d", "0D") and t == "f64":
                 bits = int(body[2:], 16) ^ (1 << 63 if neg else 0)
-            else:
+            elif body[:2] in ("0f", "0F", "0d", "0D"):
                 raise self.fail(f"immediate {text} for .{t}")
+            else:  # a decimal or integer literal: the value converted, as the interpreter's
+                with np.errstate(over="ignore"):
+                    value = np.array(imm.value, np.float32 if t == "f32" else np.float64)
+                bits = int(value.view(np.uint32 if t == "f32" else np.uint64))
             out = self.new()
             self.emit(f"{out} = bitcast {int_type(t)} {self._signed(bits, BITS[t])} to {llvm_type(t)}")
             return out
