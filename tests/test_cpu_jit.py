@@ -512,3 +512,368 @@ def test_calls_after_a_barrier_keep_live_registers(options, monkeypatch):
                                monkeypatch)
     assert note == "jit"
     assert ref[0].tobytes() == got[0].tobytes() and n_got == n_ref
+
+
+MODULE_VARS = r"""
+__constant__ float c_lut[8] = {0.5f, -1.0f, 2.0f, 3.5f, -0.0f, 1e-3f, 7.0f, 9.25f};
+__device__ int g_bias = 17;
+__device__ int g_table[64];
+__device__ int* g_ptr;
+__device__ __noinline__ int at(const int* p, int i) { return p[i]; }
+extern "C" __global__ void mvars(float* out, int* iout, int* buf, int n, int k)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) g_ptr = buf;
+    if (i >= n) return;
+    g_table[i & 63] = i * 3 + g_bias;
+    out[i] = c_lut[i & 7] * (float)i + c_lut[(i + k) & 7];
+    iout[i] = at(g_table, i & 63) + (int)(&g_table[i & 63] - g_table);
+    if (k > 100) iout[i] += c_lut[k] > 0.0f;  // past the table: the interpreter's error
+}
+"""
+
+
+def _module_vars(engine: str, ptx: str, k: int, monkeypatch, programs: int = 1):
+    """Runs ``mvars`` in the last of ``programs`` modules loaded from the same
+    text (each places its variables elsewhere); outputs, count, note and the
+    module variables' contents."""
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    mem = DeviceMemory()
+    n = 48
+    for _ in range(programs):
+        program = Program(ptx, mem)
+    out, iout, buf = mem.alloc(4 * n), mem.alloc(4 * n), mem.alloc(16)
+    notes = engine_notes(monkeypatch)
+    result = program.launch("mvars", (2, 1, 1), (32, 1, 1), 0,
+                            struct.pack("<QQQii", out, iout, buf, n, k))
+    table, ptr = (program.global_symbol(name)[0] for name in ("g_table", "g_ptr"))
+    return (mem.read(out, 4 * n), mem.read(iout, 4 * n), mem.read(table, 256),
+            int(np.frombuffer(mem.read(ptr, 8), np.uint64)[0]) - buf, result.instructions,
+            notes[0])
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_module_variables_are_the_interpreters(options, monkeypatch):
+    """``__constant__`` and ``__device__`` variables (``ld.const``/``ld.global``
+    by name and offset, their address taken, passed to a callee, a pointer
+    variable written) read and write where the interpreter placed them; the
+    addresses come at each launch, so a second module with the same text
+    (compiled code from the cache) uses its own."""
+    ptx = nvrtc_compile(MODULE_VARS, "k.cu", "compute_75", options)
+    ref = _module_vars("interpreter", ptx, 3, monkeypatch)
+    for programs in (1, 2):
+        got = _module_vars("jit", ptx, 3, monkeypatch, programs)
+        assert got[-1] == "jit"
+        assert got[:-1] == ref[:-1]
+    assert list(np.frombuffer(ref[1], np.int32)[:2]) == [17, 3 + 17 + 1] and ref[3] == 0
+
+
+def test_module_variable_overrun_is_the_interpreters_error(monkeypatch):
+    from gpusafe.cpu.errors import DeviceError
+    ptx = nvrtc_compile(MODULE_VARS, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        with pytest.raises(DeviceError) as e:
+            _module_vars(engine, ptx, 1 << 20, monkeypatch)
+        messages.append((type(e.value), str(e.value)))
+    assert messages[0] == messages[1]
+
+
+FOURTH = r"""
+#define ASM1(op, t, r, a) asm(op : "=" t(r) : t(a))
+extern "C" __global__ void fourth(unsigned int* out, unsigned long long* wide, const unsigned int* u,
+                                  const unsigned long long* v, const float* f, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int a = u[i], b = u[(i + 1) % n], c = u[(i + 2) % n], r[32];
+    unsigned long long p = v[i], q = v[(i + 5) % n], w[12];
+    float x = f[i], y = f[(i + 3) % n], g;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r[0]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32 %0, %1, %2, 0x9e3b;" : "=r"(r[1]) : "r"(a), "r"(b));
+    asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r[2]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.b4e %0, %1, %2, %3;" : "=r"(r[3]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.rc8 %0, %1, %2, %3;" : "=r"(r[4]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.ecl %0, %1, %2, %3;" : "=r"(r[5]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.ecr %0, %1, %2, %3;" : "=r"(r[6]) : "r"(a), "r"(b), "r"(c));
+    asm("prmt.b32.rc16 %0, %1, %2, %3;" : "=r"(r[7]) : "r"(a), "r"(b), "r"(c));
+    asm("bfe.u32 %0, %1, %2, %3;" : "=r"(r[8]) : "r"(a), "r"(b & 0x3f), "r"(c & 0x3f));
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(r[9]) : "r"(a), "r"(b & 0x3f), "r"(c & 0x3f));
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(r[10]) : "r"(a), "r"(b), "r"(c));
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(r[11]) : "r"(a), "r"(b), "r"(c & 0x3f), "r"(a >> 26));
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(r[12]) : "r"(a), "r"(b), "r"(c), "r"(a));
+    asm("cvt.rz.f32.s32 %0, %1;" : "=f"(g) : "r"(a)); r[13] = __float_as_uint(g);
+    asm("cvt.rm.f32.s32 %0, %1;" : "=f"(g) : "r"(a)); r[14] = __float_as_uint(g);
+    asm("cvt.rp.f32.u32 %0, %1;" : "=f"(g) : "r"(a)); r[15] = __float_as_uint(g);
+    asm("cvt.rz.f32.u64 %0, %1;" : "=f"(g) : "l"(p)); r[16] = __float_as_uint(g);
+    asm("cvt.rp.f32.s64 %0, %1;" : "=f"(g) : "l"(p)); r[17] = __float_as_uint(g);
+    asm("cvt.sat.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[18] = __float_as_uint(g);
+    asm("cvt.rni.ftz.sat.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[19] = __float_as_uint(g);
+    asm("cvt.rmi.f32.f32 %0, %1;" : "=f"(g) : "f"(x)); r[20] = __float_as_uint(g);
+    r[21] = __float_as_uint(fminf(x, y)); r[22] = __float_as_uint(fmaxf(x, y));
+    asm("min.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[23] = __float_as_uint(g);
+    asm("rsqrt.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); r[28] = __float_as_uint(g);
+    asm("div.approx.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[30] = __float_as_uint(g);
+    asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[31] = __float_as_uint(g);
+    asm("div.full.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(x), "f"(y)); r[13] ^= __float_as_uint(g);
+    asm("div.rn.ftz.f32 %0, %1, %2;" : "=f"(g) : "f"(y), "f"(x)); r[14] ^= __float_as_uint(g);
+    float h = __uint_as_float(c), z[12];
+    double cs;
+    asm("add.rz.f32 %0, %1, %2;" : "=f"(z[0]) : "f"(x), "f"(y));
+    asm("add.rm.f32 %0, %1, %2;" : "=f"(z[1]) : "f"(x), "f"(h));
+    asm("add.rp.f32 %0, %1, %2;" : "=f"(z[2]) : "f"(h), "f"(y));
+    asm("sub.rm.f32 %0, %1, %2;" : "=f"(z[3]) : "f"(x), "f"(x));
+    asm("sub.rz.f32 %0, %1, %2;" : "=f"(z[4]) : "f"(y), "f"(h));
+    asm("mul.rz.f32 %0, %1, %2;" : "=f"(z[5]) : "f"(x), "f"(h));
+    asm("mul.rm.f32 %0, %1, %2;" : "=f"(z[6]) : "f"(h), "f"(y));
+    asm("mul.rp.f32 %0, %1, %2;" : "=f"(z[7]) : "f"(x), "f"(y));
+    asm("fma.rz.f32 %0, %1, %2, %3;" : "=f"(z[8]) : "f"(x), "f"(y), "f"(h));
+    asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[9]) : "f"(h), "f"(x), "f"(y));
+    asm("fma.rp.f32 %0, %1, %2, %3;" : "=f"(z[10]) : "f"(x), "f"(h), "f"(y));
+    asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(z[11]) : "f"(x), "f"(y), "f"(-x * y));
+    for (int k = 0; k < 12; ++k) r[k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
+    asm("add.ftz.f32 %0, %1, %2;" : "=f"(z[0]) : "f"(x), "f"(h));
+    asm("sub.rn.ftz.f32 %0, %1, %2;" : "=f"(z[1]) : "f"(h), "f"(y));
+    asm("mul.ftz.f32 %0, %1, %2;" : "=f"(z[2]) : "f"(x), "f"(y));
+    asm("mul.rz.ftz.f32 %0, %1, %2;" : "=f"(z[3]) : "f"(h), "f"(y));
+    asm("fma.rn.ftz.f32 %0, %1, %2, %3;" : "=f"(z[4]) : "f"(x), "f"(y), "f"(h));
+    asm("mad.rn.ftz.f32 %0, %1, %2, %3;" : "=f"(z[5]) : "f"(h), "f"(x), "f"(y));
+    asm("fma.rm.ftz.f32 %0, %1, %2, %3;" : "=f"(z[6]) : "f"(h), "f"(y), "f"(x));
+    asm("abs.ftz.f32 %0, %1;" : "=f"(z[7]) : "f"(h));
+    asm("neg.ftz.f32 %0, %1;" : "=f"(z[8]) : "f"(x));
+    asm("{ .reg .pred t; setp.lt.ftz.f32 t, %1, %2; selp.f32 %0, 1.0, 2.0, t; }" : "=f"(z[9])
+        : "f"(h), "f"(y));
+    asm("{ .reg .pred t; setp.equ.and.ftz.f32 t, %1, %2, 1; selp.f32 %0, 3.0, 4.0, t; }"
+        : "=f"(z[10]) : "f"(x), "f"(h));
+    asm("add.f32 %0, %1, 0.1;" : "=f"(z[11]) : "f"(x));  // decimal immediates, rounded
+    for (int k = 0; k < 12; ++k) r[20 + k] ^= __float_as_uint(z[k]) * (2u * k + 1u);
+    asm("mul.f64 %0, %1, -0.1;" : "=d"(cs) : "d"(__longlong_as_double(q)));
+    w[10] = __double_as_longlong(cs);
+    asm("copysign.f32 %0, %1, %2;" : "=f"(g) : "f"(h), "f"(x)); r[15] ^= __float_as_uint(g);
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[17] ^= __float_as_uint(g);
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(h)); r[18] ^= __float_as_uint(g);
+    asm("rcp.rn.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); r[19] ^= __float_as_uint(g);
+    asm("copysign.f64 %0, %1, %2;" : "=d"(cs) : "d"(__longlong_as_double(p)),
+        "d"(__longlong_as_double(q)));
+    w[11] = __double_as_longlong(cs);
+    unsigned tp = 0, one;
+    asm("{ .reg .pred t; testp.finite.f32 t, %1; selp.u32 %0, 1, 0, t; }" : "=r"(one) : "f"(h));
+    tp |= one;
+    asm("{ .reg .pred t; testp.infinite.f32 t, %1; selp.u32 %0, 2, 0, t; }" : "=r"(one) : "f"(x));
+    tp |= one;
+    asm("{ .reg .pred t; testp.number.f32 t, %1; selp.u32 %0, 4, 0, t; }" : "=r"(one) : "f"(h));
+    tp |= one;
+    asm("{ .reg .pred t; testp.notanumber.f32 t, %1; selp.u32 %0, 8, 0, t; }" : "=r"(one) : "f"(x));
+    tp |= one;
+    asm("{ .reg .pred t; testp.normal.f32 t, %1; selp.u32 %0, 16, 0, t; }" : "=r"(one) : "f"(h));
+    tp |= one;
+    asm("{ .reg .pred t; testp.subnormal.f32 t, %1; selp.u32 %0, 32, 0, t; }" : "=r"(one) : "f"(x));
+    tp |= one;
+    asm("{ .reg .pred t; testp.subnormal.f64 t, %1; selp.u32 %0, 64, 0, t; }" : "=r"(one)
+        : "d"(__longlong_as_double(p)));
+    tp |= one;
+    asm("{ .reg .pred t; testp.normal.f64 t, %1; selp.u32 %0, 128, 0, t; }" : "=r"(one)
+        : "d"(__longlong_as_double(q)));
+    r[16] ^= tp | one << 8;
+    asm("{ .reg .b16 h, l; mov.b32 {l, h}, %1; mov.b32 %0, {h, l}; }" : "=r"(r[29]) : "r"(a));
+    asm("{ .reg .b32 h, l; mov.b64 {l, h}, %1; mov.b64 %0, {h, 7}; }" : "=l"(w[0]) : "l"(p));
+    asm("bfe.u64 %0, %1, %2, %3;" : "=l"(w[1]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
+    asm("bfe.s64 %0, %1, %2, %3;" : "=l"(w[2]) : "l"(p), "r"(b & 0x7f), "r"(c & 0x7f));
+    asm("bfi.b64 %0, %1, %2, %3, %4;" : "=l"(w[3]) : "l"(p), "l"(q), "r"(b & 0x7f), "r"(c));
+    double e;
+    asm("cvt.rz.f64.u64 %0, %1;" : "=d"(e) : "l"(p)); w[4] = __double_as_longlong(e);
+    asm("cvt.rp.f64.u64 %0, %1;" : "=d"(e) : "l"(p)); w[5] = __double_as_longlong(e);
+    asm("cvt.rm.f64.s64 %0, %1;" : "=d"(e) : "l"(p)); w[6] = __double_as_longlong(e);
+    asm("cvt.rp.f32.u64 %0, %1;" : "=f"(g) : "l"(p)); w[7] = __float_as_uint(g);
+    asm("cvt.rni.f64.f64 %0, %1;" : "=d"(e) : "d"(__longlong_as_double(q)));
+    w[8] = __double_as_longlong(e);
+    asm("cvt.sat.f64.f64 %0, %1;" : "=d"(e) : "d"(__longlong_as_double(q)));
+    w[9] = __double_as_longlong(e);
+    for (int k = 0; k < 32; ++k) out[i * 32 + k] = r[k];
+    for (int k = 0; k < 12; ++k) wide[i * 12 + k] = w[k];
+}
+"""
+
+
+@pytest.mark.slow  # one kernel of about 700 instructions to compile: 1.6 s
+def test_fourth_slice_instructions_are_bit_identical(monkeypatch):
+    """prmt in every mode (selectors in registers, sign replication), bfe/bfi
+    with positions and lengths past the width, vector mov packing and
+    unpacking, int-to-float cvt rounded toward zero/down/up (ties, 2^64 from
+    a u64 rounded up), f32 add/sub/mul/fma rounded toward zero, down and up
+    (overflow, subnormals, the sign of an exact zero) and with .ftz, float cvt with
+    .sat/.rni/.ftz, copysign and testp, rcp/sqrt/abs/neg/setp with .ftz, f32
+    min/max with NaN
+    and signed zeros, ``rsqrt.approx`` and ``div.approx`` (a divisor
+    above 2^126 gives a signed zero) on edge values, ``.ftz`` divisions: the
+    interpreter's bits."""
+    n = 96
+    rng = np.random.default_rng(13)
+    u = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    u[:24] = [0, 1, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x01000001, 0x01000003, 0xFEFFFFFF,
+              16777217, 0x80000001, 31, 32, 33, 255, 256, 0x3210, 0x7654, 0xFFFF, 8, 0x88,
+              0x7F800000, 0xFF800000, 0x00800000, 0x807FFFFF]
+    v = rng.integers(0, 2**63, n, dtype=np.uint64) << np.uint64(1)
+    v[:12] = [0, 1, 2**64 - 1, 2**63, 2**63 - 1, 2**53 + 1, (2**24 + 1) << 30, 2**64 - 2**39,
+              0x7FF0000000000001, 0xFFF8000000000000, 0x000FFFFFFFFFFFFF, 0x0010000000000000]
+    f = np.array([0.0, -0.0, 0.5, -0.0, 0.0, -0.5, 1.5, 2.5, 1.0, 1.0000001, 2.0**-127, -(2.0**-130),
+                  float("nan"), float("inf"), float("-inf"), 128.0, -150.0, 1e30, 3.14159265,
+                  -2.71828, 0.99999994, 100.5, 1e-40, 6.0, -1e-38, 7e5, 3e38, 1.0, -2.0**127,
+                  2.0**126, 5.0, 2.0**126 * 1.0000001, float("inf"), 1e-39, 1e-30, 2.0, 3.0,
+                  1e10, 1e-20, 7.0, 8.0, 1e-20], np.float32)
+    f = np.concatenate([f, rng.standard_normal(n - len(f)).astype(np.float32) * 40])
+    _same(FOURTH, "fourth", (3, 1, 1), (32, 1, 1),
+          [np.zeros(n * 32, np.uint32), np.zeros(n * 12, np.uint64), u, v, f],
+          struct.pack("<i", n), monkeypatch)
+
+
+JUMPS = r"""
+extern "C" __global__ void jumps(int* out, const unsigned* sel, int n, unsigned mask)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned s = sel[i] & mask;
+    int r = 0;
+    asm("{\n\t.reg .pred p;\n\t.reg .u32 k;\n\tmov.u32 k, %1;\n"
+        "TOP:\n\t"
+        "ts: .branchtargets J0, J1, TOP2, J3;\n\t"
+        "brx.idx k, ts;\n"
+        "J0:\n\tadd.s32 %0, %0, 100;\n\tbra.uni JEND;\n"
+        "J1:\n\tadd.s32 %0, %0, 201;\n\tmembar.gl;\n\tbra.uni JEND;\n"
+        "TOP2:\n\tadd.s32 %0, %0, 7;\n\tmov.u32 k, 3;\n"
+        "\tsetp.ne.s32 p, %0, 0;\n\t@p brx.idx k, ts;\n\tbra.uni TOP;\n"
+        "J3:\n\tadd.s32 %0, %0, 403;\n\tfence.acq_rel.gpu;\n"
+        "JEND:\n\t}"
+        : "+r"(r) : "r"(s));
+    out[i] = r + (int)s;
+}
+"""
+
+
+def test_indexed_branch_is_the_interpreters(monkeypatch):
+    """``brx.idx`` over a ``.branchtargets`` table (a guarded one too, and a
+    target that jumps back to the table), ``membar``/``fence`` between: the
+    interpreter's outputs and count; an index past the table is its trap."""
+    from gpusafe.cpu.errors import TrapError
+    sel = np.arange(90, dtype=np.uint32) * 7 + 1
+    _same(JUMPS, "jumps", (3, 1, 1), (32, 1, 1), [np.zeros(90, np.int32), sel],
+          struct.pack("<iI", 90, 3), monkeypatch)
+    ptx = nvrtc_compile(JUMPS, "k.cu", "compute_75", ())
+    messages = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        out, s = mem.alloc(360), mem.alloc(360)
+        mem.write(s, sel)
+        notes = engine_notes(monkeypatch)
+        with pytest.raises(TrapError) as e:
+            program.launch("jumps", (1, 1, 1), (32, 1, 1), 0,
+                           struct.pack("<QQiI", out, s, 90, 7))
+        messages.append((str(e.value), e.value.ptx_line, notes[0]))
+    # a compiled launch that faults keeps an empty note; a fallback says "interpreter: ..."
+    assert messages[0][:2] == messages[1][:2] and messages[1][2] == ""
+    assert "out of range (table of 4)" in messages[0][0]
+
+
+VECTOR_PARAMS = r"""
+struct S { float a, b; unsigned char c[4]; double d; };
+extern "C" __global__ void vparams(float* out, S s, float2 v, uchar4 u)
+{
+    int i = threadIdx.x;
+    out[i] = s.a * i + s.b + v.x * v.y + (float)(s.c[i & 3] + u.w) + (float)s.d;
+}
+"""
+
+
+def test_vector_loads_of_kernel_parameters_are_bit_identical(monkeypatch):
+    """``ld.param.v2.f32``/``v4.u8`` of structs passed by value."""
+    ptx = nvrtc_compile(VECTOR_PARAMS, "k.cu", "compute_75", ())
+    assert "ld.param.v2" in ptx or "ld.param.v4" in ptx
+    scalars = (struct.pack("<ff4Bxxxxd", 1.5, -2.25, 1, 2, 3, 250, 1e3)
+               + struct.pack("<ff4B", 0.5, 3.0, 9, 8, 7, 6))
+    out = _same(VECTOR_PARAMS, "vparams", (1, 1, 1), (8, 1, 1), [np.zeros(8, np.float32)],
+                scalars, monkeypatch)[0]
+    assert out[1] == np.float32(1.5 - 2.25 + 1.5 + 2 + 6 + 1e3)
+
+
+PRINTF = r"""
+__device__ const char* g_names[2] = {"even", "odd"};
+extern "C" __global__ void say(int* out, const float* x, int n)
+{
+    __shared__ char tag[4];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x == 0) { tag[0] = 'b'; tag[1] = '0' + blockIdx.x; tag[2] = 0; }
+    __syncthreads();
+    if (i >= n) return;
+    char local[6] = {'t', 'h', 'r', (char)('a' + i % 26), 0, 0};
+    int k = printf("%d %s %5.2f %lld %c|%s|%s|%x\n", i, g_names[i & 1], x[i], (long long)i << 40,
+                   'A' + i % 26, local, tag, (unsigned)i * 2654435761u);
+    out[i] = k + (i % 3 == 0 ? printf("") : 0);
+}
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_printf_runs_compiled_with_the_interpreters_text(options, monkeypatch):
+    """``vprintf`` from compiled code: the interpreter's text (integers,
+    floats, %s of global, local and shared strings, %c), its length as the
+    result, its instruction count; lines in another order (another schedule)."""
+    import io
+    ptx = nvrtc_compile(PRINTF, "k.cu", "compute_75", options)
+    x = np.linspace(-2, 5, 40).astype(np.float32)
+    results = []
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        program = Program(ptx, mem)
+        out, xs = mem.alloc(160), mem.alloc(160)
+        mem.write(xs, x)
+        notes = engine_notes(monkeypatch)
+        text = io.StringIO()
+        r = program.launch("say", (2, 1, 1), (32, 1, 1), 0, struct.pack("<QQi", out, xs, 40),
+                           stdout=text)
+        results.append((sorted(text.getvalue().splitlines()), mem.read(out, 160),
+                        r.instructions, notes[0]))
+    assert results[1][3] == "jit"
+    assert results[0][:3] == results[1][:3]
+    assert "5 odd" in " ".join(results[0][0]) and "|thrf|b0|" in " ".join(results[0][0])
+
+
+APPROX = r"""
+extern "C" __global__ void approx(unsigned int* out, const float* f, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = f[i], g;
+    asm("sin.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i] = __float_as_uint(g);
+    asm("cos.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i + 1] = __float_as_uint(g);
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i + 2] = __float_as_uint(g);
+    asm("lg2.approx.f32 %0, %1;" : "=f"(g) : "f"(x)); out[4 * i + 3] = __float_as_uint(g);
+}
+"""
+
+
+def test_approximate_functions_are_the_interpreters(monkeypatch):
+    """sin/cos/ex2/lg2.approx: the C library's function in f64, rounded once,
+    bit for bit the interpreter's numpy, on edge values (huge arguments,
+    subnormals, infinities, NaN, overflow of ex2); where numpy may take SVML
+    (AVX-512) the JIT refuses them with that reason and the launch falls back."""
+    from gpusafe.cpu.jit.floats import LIBM_IS_NUMPY
+    rng = np.random.default_rng(17)
+    f = np.array([0.0, -0.0, 1e-40, -1e-45, 1e30, -3e38, 1e5, 3.14159265, -1.5707964, 128.0,
+                  127.99999, -126.0, -150.0, 0.5, 2.0, float("inf"), float("-inf"), float("nan"),
+                  1.0, -1.0, 1e-20, 6.2831855, 100.25, 0.69314718, -127.5, -140.0], np.float32)
+    f = np.concatenate([f, (rng.standard_normal(70) * 60).astype(np.float32)])
+    n = len(f)
+    arrays = [np.zeros(4 * n, np.uint32), f]
+    ptx = nvrtc_compile(APPROX, "k.cu", "compute_75", ())
+    ref, n_ref, _ = _launch("interpreter", ptx, "approx", (3, 1, 1), (32, 1, 1), arrays,
+                            struct.pack("<i", n), monkeypatch)
+    got, n_got, note = _launch("jit", ptx, "approx", (3, 1, 1), (32, 1, 1), arrays,
+                               struct.pack("<i", n), monkeypatch)
+    assert ref[0].tobytes() == got[0].tobytes() and n_ref == n_got
+    if LIBM_IS_NUMPY:
+        assert note == "jit"
+    else:
+        assert note.startswith("interpreter: ") and "SVML" in note, note

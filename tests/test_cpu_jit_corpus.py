@@ -43,10 +43,10 @@ pytestmark = pytest.mark.slow  # about 105 s: the interpreter runs each kernel s
 
 VARIANTS = {"O3": (), "G": ("-G",)}
 
-MIN_COVERED = 625
+MIN_COVERED = 754
 """Corpus entry kernels the JIT compiled when this was measured (of 878)."""
 
-MIN_SPEC_CASES = 133
+MIN_SPEC_CASES = 161
 """Spec kernels (compute_75, -O3 and -G) the JIT compiled when measured (of 192)."""
 
 
@@ -152,6 +152,7 @@ def test_spec_kernel_is_identical_on_both_engines(spec: KernelSpec, variant: str
 def test_corpus_coverage_does_not_regress():
     """Every entry of every corpus module either lowers or names its reason."""
     covered = 0
+    svml = 0  # refused only where numpy may compute approximate functions with SVML
     reasons: Counter[str] = Counter()
     for module in corpus_modules():
         program = Program(module.ptx, DeviceMemory())
@@ -167,16 +168,21 @@ def test_corpus_coverage_does_not_regress():
                 reason = str(e)
                 assert reason.strip(), f"{module.name}: {function.name}: a fallback without reason"
                 reasons[reason.split(":")[0].split(" (")[0]] += 1
+                svml += "SVML" in reason
     total = covered + sum(reasons.values())
     print(f"\nJIT corpus coverage: {covered} of {total} entry kernels compile, "
           f"{total - covered} fall back; most common reasons:")
     for reason, n in reasons.most_common(12):
         print(f"  {n:4d}  {reason}")
-    specs = sum(_lowers(compile_kernel_file(s.file, "compute_75", VARIANTS[v]), s.kernel) is None
-                for s, v in CASES)
+    answers = [_lowers(compile_kernel_file(s.file, "compute_75", VARIANTS[v]), s.kernel)
+               for s, v in CASES]
+    specs = sum(a is None for a in answers)
     print(f"spec cases (compute_75, -O3 and -G): {specs} of {len(CASES)} run on the JIT")
-    assert covered >= MIN_COVERED
-    assert specs >= MIN_SPEC_CASES
+    # on an AVX-512 CPU the approximate functions stay on the interpreter (named):
+    # the floors were measured where they compile
+    print(f"refused because numpy may use SVML here: {svml} corpus kernels")
+    assert covered + svml >= MIN_COVERED
+    assert specs + sum(a is not None and "SVML" in a for a in answers) >= MIN_SPEC_CASES
 
 
 # ---------------------------------------------------------------------------

@@ -132,6 +132,7 @@ class Launch:
         self.reserved_shared = 0
         self.functions: dict = {}  # the module's functions by name (the JIT inlines calls)
         self.module_globals: frozenset = frozenset()  # its .global/.const variables
+        self.global_addresses: dict[str, int] = {}  # where those with storage are (the JIT)
         self.stack_limit = stack_limit
         self.timeout = timeout
         self.clock = clock

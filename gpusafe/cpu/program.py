@@ -114,6 +114,8 @@ class Program(ModuleSymbols):
         self._codes: dict[str, FunctionCode] = {}
         self._static_stacks: dict[str, int] = {}  # kernel -> stack it needs without recursion
         self._place_variables()
+        self._global_addresses = {name: b.address for name, b in self._bindings.items()
+                                  if b.kind == "global"}
         self._references = index.references
         self._initializer_functions = index.initializer_functions
         self._layouts: dict[str, _SharedLayout] = {}
@@ -396,6 +398,7 @@ class Program(ModuleSymbols):
         launch.reserved_shared = layout.reserved
         launch.functions = self._functions  # the JIT inlines the device functions it calls
         launch.module_globals = self._module_globals
+        launch.global_addresses = self._global_addresses
         for o in observers:
             o.kernel_begin(launch_info)
         self.memory.barred = self.barred() if self.barred is not None else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
-from ..memory import LOCAL_WINDOW, SHARED_WINDOW
 from .runs import RunChecks
 from .values import (
     ACCESS_ATOMIC,
@@ -37,8 +36,8 @@ class MemoryLowering(RunChecks):
             base = self.read(nodes.Register(operand.base.name), "u64")
         elif isinstance(operand.base, nodes.Symbol):
             base = self.symbol_address(operand.base.name, 0)
-            if space == GENERIC:  # the variable's generic address, as the decoder gives it
-                window = LOCAL_WINDOW if self.is_local(operand.base.name) else SHARED_WINDOW
+            window = self.generic_window(operand.base.name)
+            if space == GENERIC and window:  # its generic address, as the decoder gives it
                 out = self.new()
                 self.emit(f"{out} = add i64 {base}, {window}")
                 base = out
@@ -63,7 +62,7 @@ class MemoryLowering(RunChecks):
             self.emit(f"{ptr} = call ptr @local_ptr(ptr %ctx, ptr %local, i64 %lstride, {tail})")
         else:
             self.sites += 1
-            call = "resolve" if space == GLOBAL else "generic_ptr"
+            call = "generic_ptr" if space == GENERIC else "resolve"  # global, const
             extra = (", ptr %shared, i64 %sstride, ptr %local, i64 %lstride"
                      if space == GENERIC else "")
             self.emit(f"{ptr} = call ptr @{call}(ptr %ctx, i64 {self.sites - 1}, {tail}{extra})")
@@ -74,9 +73,6 @@ class MemoryLowering(RunChecks):
         self.emit(f"br i1 {bad}, label %fault, label %{ok}")
         self.lines.append(f"{ok}:")
         return ptr
-
-    def is_local(self, name: str) -> bool:
-        return any(("local", name) in scope for scope in self.scopes)
 
     def element(self, ptr: str, k: int, size: int) -> str:
         if k == 0:
@@ -90,16 +86,18 @@ class MemoryLowering(RunChecks):
         d, a = instr.operands
         if "param" in mods:
             _, t = split_type(instr)
-            rest = [m for m in mods if m not in BITS and m != "param"]
+            rest = [m for m in mods if m not in BITS and m not in ("param", "v2", "v4")]
+            dests = d.items if isinstance(d, nodes.Vector) else (d,)
+            count = 4 if "v4" in mods else 2 if "v2" in mods else 1
             if rest or not isinstance(a, nodes.Address) or not isinstance(a.base, nodes.Symbol) \
-                    or a.base.name not in self.kparams:
-                raise self.fail("only scalar loads of kernel parameters by name")
-            p = self.new()
-            self.emit(f"{p} = getelementptr i8, ptr %params, i64 "
-                      f"{self.kparams[a.base.name] + a.offset}")
-            v = self.new()
-            self.emit(f"{v} = load {llvm_type(t)}, ptr {p}, align 1")
-            self.write(d, t, v)
+                    or a.base.name not in self.kparams or len(dests) != count or t == "pred":
+                raise self.fail("only loads of kernel parameters by name")
+            for k, dst in enumerate(dests):
+                p, v = self.new(), self.new()
+                self.emit(f"{p} = getelementptr i8, ptr %params, i64 "
+                          f"{self.kparams[a.base.name] + a.offset + k * BITS[t] // 8}")
+                self.emit(f"{v} = load {llvm_type(t)}, ptr {p}, align 1")
+                self.write(dst, t, v)
             return
         space, count, t, rest = self._memory(instr)
         if rest or t == "pred":

@@ -8,14 +8,22 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
-from .values import BITS, FCMP, ICMP, ICMP_ORDER, Values, llvm_type, split_type
+from .values import (
+    BITS,
+    FCMP,
+    ICMP,
+    ICMP_ORDER,
+    INT_ROUNDING,
+    Values,
+    llvm_type,
+    split_type,
+)
 
-_INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
-"""cvt's rounding to an integer (float to int), as LLVM intrinsics; the
-conversion after it saturates and gives 0 for NaN, as the interpreter's."""
+_SAME_TYPE = {"f32": {"ftz", "sat", *INT_ROUNDING}, "f64": {"sat", *INT_ROUNDING}}
+"""Modifiers of a float-to-float ``cvt`` to its own type the JIT covers."""
 
 _WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "shared::cta": SHARED_WINDOW,
-            "local": LOCAL_WINDOW}
+            "local": LOCAL_WINDOW, "const": 0}
 
 
 class AluLowering(Values):
@@ -26,6 +34,9 @@ class AluLowering(Values):
         if mods or len(instr.operands) != 2:
             raise self.fail("form")
         d, s = instr.operands
+        if isinstance(d, nodes.Vector) or isinstance(s, nodes.Vector):
+            self.mov_vector(instr, t)  # :mod:`.bits`
+            return
         self.write(d, t, self.read(s, t))
 
     def op_cvta(self, instr: nodes.Instruction) -> None:
@@ -56,6 +67,9 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def _arith_float(self, instr: nodes.Instruction, op: str, mods: list[str], t: str) -> None:
+        if t == "f32" and (mods in (["rz"], ["rm"], ["rp"]) or "ftz" in mods):
+            self.float_flushed(instr, op[1:], mods)  # :mod:`.floats`
+            return
         if mods not in ([], ["rn"]):
             raise self.fail(f"float modifiers {mods}")
         d, a, b = instr.operands
@@ -120,12 +134,18 @@ class AluLowering(Values):
 
     def op_fma(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
+        if t == "f32" and (mods in (["rz"], ["rm"], ["rp"]) or "ftz" in mods):
+            self.float_flushed(instr, "fma", mods)  # :mod:`.floats`
+            return
         if mods != ["rn"] or t not in ("f32", "f64"):
             raise self.fail(f"modifiers {mods}")
         self._fma(instr, t)
 
     def op_mad(self, instr: nodes.Instruction) -> None:
         mods, t = split_type(instr)
+        if t == "f32" and "ftz" in mods:
+            self.float_flushed(instr, "fma", mods)
+            return
         if t in ("f32", "f64"):
             if mods not in ([], ["rn"]):
                 raise self.fail(f"modifiers {mods}")
@@ -199,6 +219,9 @@ class AluLowering(Values):
 
     def _minmax(self, instr: nodes.Instruction, pick: str) -> None:
         mods, t = split_type(instr)
+        if t.startswith("f"):
+            self.float_minmax(instr, pick == "lt")  # :mod:`.floats`
+            return
         if mods or t[0] not in "su" or t == "pred":
             raise self.fail("only integer min/max")
         d, a, b = instr.operands
@@ -219,6 +242,8 @@ class AluLowering(Values):
         """``setp.cmp[.bop].t p[|q], a, b[, {!}c]``: p = t bop c, q = !t bop c
         (without bop: p = t, q = !t)."""
         mods, t = split_type(instr)
+        ftz = "ftz" in mods and t == "f32"  # the operands flushed, as the interpreter's
+        mods = [m for m in mods if m != "ftz"] if ftz else mods
         bop = mods[1] if len(mods) == 2 else None
         if len(mods) not in (1, 2) or bop not in (None, "and", "or", "xor") \
                 or len(instr.operands) != (4 if bop else 3):
@@ -226,6 +251,8 @@ class AluLowering(Values):
         cmp = mods[0]
         d, a, b = instr.operands[:3]
         va, vb = self.read(a, t), self.read(b, t)
+        if ftz:
+            va, vb = self.flush_f32(va), self.flush_f32(vb)
         out = self.new()
         if t in ("f32", "f64"):
             if cmp not in FCMP:
@@ -280,15 +307,18 @@ class AluLowering(Values):
             self.write(d, dt, self.adapt(v, w_s, w_d, st.startswith("s")))
             return
         if df and not sf:
+            if len(rest) == 1 and rest[0] in ("rz", "rm", "rp"):
+                self.write(d, dt, self.int_to_float_directed(v, st, dt, rest[0]))  # .floats
+                return
             if rest != ["rn"]:
                 raise self.fail(f"modifiers {rest}")
             op = "sitofp" if st.startswith("s") else "uitofp"
             self.emit(f"{out} = {op} {llvm_type(st)} {v} to {llvm_type(dt)}")
         elif sf and not df:
-            if len(rest) != 1 or rest[0] not in _INT_ROUNDING:
+            if len(rest) != 1 or rest[0] not in INT_ROUNDING:
                 raise self.fail(f"modifiers {rest}")
             if rest[0] != "rzi":  # rounded in the source type: exact, then converted
-                fn = f"llvm.{_INT_ROUNDING[rest[0]]}.{llvm_type(st)}"
+                fn = f"llvm.{INT_ROUNDING[rest[0]]}.{llvm_type(st)}"
                 rounded = self.new()
                 self.emit(f"{rounded} = call {llvm_type(st)} @{fn}({llvm_type(st)} {v})")
                 self.intrinsics.add(f"declare {llvm_type(st)} @{fn}({llvm_type(st)})")
@@ -298,6 +328,9 @@ class AluLowering(Values):
                       f"({llvm_type(st)} {v})")
             self.intrinsics.add(f"declare {llvm_type(dt)} @llvm.fpto{sign}.sat.{llvm_type(dt)}.{llvm_type(st)}"
                                 f"({llvm_type(st)})")
+        elif dt == st and rest and set(rest) <= _SAME_TYPE[dt] \
+                and sum(m in INT_ROUNDING for m in rest) <= 1:
+            out = self.float_to_float(v, dt, rest)  # :mod:`.floats`
         elif dt == "f64" and st == "f32" and not rest:
             self.emit(f"{out} = fpext float {v} to double")
         elif dt == "f32" and st == "f64" and rest == ["rn"]:
@@ -312,6 +345,9 @@ class AluLowering(Values):
         (so INT_MIN / -1 is INT_MIN, with no LLVM poison), all ones for a zero
         divisor."""
         mods, t = split_type(instr)
+        if not rem and t == "f32" and ("approx" in mods or "ftz" in mods):
+            self.float_divide(instr, mods)  # :mod:`.floats`
+            return
         if not rem and t in ("f32", "f64") and mods in (["rn"], ["full"] if t == "f32" else []):
             # correctly rounded (the interpreter computes div.full so too)
             self._arith_float(instr, "fdiv", [], t)

@@ -8,8 +8,9 @@ suspensions like any register and their byte layout is the interpreter's
 (:mod:`gpusafe.cpu.call_operands`: arguments copied into a fresh, zeroed
 parameter area, return values copied back for as many bytes as both have).
 Each inlined copy of a callee gets its own scope, hence its own registers and
-labels.  Refused, with the reason: indirect calls, external functions
-(``vprintf``, ``malloc``), recursion, callees with ``.local``/``.shared``
+labels; ``vprintf`` calls back into Python (:meth:`CallLowering.printf_call`).
+Refused, with the reason: indirect calls, external functions other than
+``vprintf`` (``malloc``, ``free``, ``__assertfail``), recursion, callees with ``.local``/``.shared``
 variables (the interpreter grows the thread's stack for their frame, which
 moves the bound of a bad local access), barriers or warp-synchronous
 instructions (their gathering at calls is the interpreter's business).
@@ -21,10 +22,10 @@ from dataclasses import dataclass, field
 
 from gpusafe_instrument import nodes
 
+from .devcalls import PRINTF, PRINTF_LOCAL, PRINTF_SHARED
 from .values import BITS, Unsupported, Values, llvm_type, split_type
 
-_SUSPENDING = {"bar", "barrier", "shfl", "vote", "redux", "match", "elect", "activemask",
-               "membar", "fence"}
+_SUSPENDING = {"bar", "barrier", "shfl", "vote", "redux", "match", "elect", "activemask"}
 MAX_INLINED = 20000
 """Flat instructions after inlining, at most: a call tree that big stays on
 the interpreter rather than make a huge LLVM function."""
@@ -60,6 +61,7 @@ class CallLowering(Values):
         self.inlining = []
         self.param_sizes = {}
         self.param_slots: dict[str, list[str]] = {}  # hidden base name -> its allocas
+        self.printfs: dict[int, tuple] = {}  # flat index of a vprintf call -> (rets, args)
         self.stack_depth = 0
         self.atomics = 0
 
@@ -165,6 +167,10 @@ class CallLowering(Values):
             raise Unsupported(f"call of {name} with a prototype or target list", instr.line)
         callee = self.functions.get(name)
         if callee is None or callee.body is None:
+            if name == "vprintf" and len(args) == 2 and len(rets) <= 1:
+                self.printfs[len(out)] = (rets, args)
+                out.append((instr, list(self.scopes)))
+                return
             raise Unsupported(f"call of the external function {name}", instr.line)
         if any(site.callee.name == name for site, _ in self.inlining):
             raise Unsupported(f"a recursive call of {name}", instr.line)
@@ -222,6 +228,38 @@ class CallLowering(Values):
     def note_ret(self, index: int) -> None:
         if self.inlining:
             self.inlining[-1][1].append(index)
+
+    # -- vprintf ----------------------------------------------------------------
+
+    def printf_call(self, index: int) -> None:
+        """``vprintf(format, arguments)``: the access callback reads this
+        thread's memory and writes the text (:mod:`.devcalls`); its length is
+        the result, as the interpreter's ``device_calls._vprintf`` returns."""
+        rets, args = self.printfs[index]
+        vals = []
+        for a in args:
+            base = self.param_base(a.name) if isinstance(a, nodes.Symbol) else None
+            if base is None:
+                raise self.fail("vprintf arguments other than .param variables")
+            vals.append(self.read(self._slot(base, 0), "b64"))
+        line = self.instr.line if self.instr else 0
+        fpp, fp, lp, sp, r, ri, bad, n = (self.new() for _ in range(8))
+        self.emit(f"{fpp} = getelementptr i64, ptr %ctx, i64 4\n  {fp} = load ptr, ptr {fpp}\n"
+                  f"  {lp} = ptrtoint ptr %local to i64\n  {sp} = ptrtoint ptr %shared to i64\n"
+                  f"  call ptr {fp}(i64 {lp}, i64 %lstride, i32 {PRINTF_LOCAL}, i32 {line})\n"
+                  f"  call ptr {fp}(i64 {sp}, i64 %sstride, i32 {PRINTF_SHARED}, i32 {line})\n"
+                  f"  {r} = call ptr {fp}(i64 {vals[0]}, i64 {vals[1]}, i32 {PRINTF}, "
+                  f"i32 {line})\n  {ri} = ptrtoint ptr {r} to i64\n"
+                  f"  {bad} = icmp eq i64 {ri}, 0\n  {n} = sub i64 {ri}, 1")
+        self.tmp += 1
+        ok = f"ok{self.tmp}"
+        self.emit(f"br i1 {bad}, label %fault, label %{ok}")
+        self.lines.append(f"{ok}:")
+        if rets:
+            base = self.param_base(rets[0].name) if isinstance(rets[0], nodes.Symbol) else None
+            if base is None:
+                raise self.fail("vprintf's result in other than a .param variable")
+            self.write(self._slot(base, 0), "b64", n)
 
     # -- moving arguments and results -----------------------------------------
 

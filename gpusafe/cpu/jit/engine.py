@@ -39,15 +39,25 @@ import numpy as np
 from gpusafe_instrument import nodes
 from gpusafe_instrument.kinds import AccessKind
 
-from ..errors import DeviceError, IllegalAddress, LaunchTimeout, MisalignedAddress
+from ..errors import DeviceError, IllegalAddress, LaunchTimeout, MisalignedAddress, TrapError
 from ..frames import Launch
 from ..memory import PARAM_WINDOW, WINDOW_SIZE, plain_segments
 from ..special_registers import uniform_value
 from . import cache as jitcache
 from . import cores
 from .blocks import CTX_SLOTS, launch_ir
+from .devcalls import PRINTF, PRINTF_LOCAL, PRINTF_SHARED, Printf
 from .lower import lower_kernel
-from .values import ACCESS_ATOMIC, ACCESS_READ, GENERIC, LOCAL, SHARED, Unsupported
+from .values import (
+    ACCESS_ATOMIC,
+    ACCESS_READ,
+    CONST,
+    GENERIC,
+    LOCAL,
+    SHARED,
+    TRAP_BRX,
+    Unsupported,
+)
 
 _RESOLVE = """
 define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
@@ -364,6 +374,7 @@ class _Access:
         self.launch = launch
         self.error: BaseException | None = None
         self.callback: Any = None  # the C callback of ``slow``, alive while code may call it
+        self.printf: Printf | None = None  # this range's vprintf calls (:mod:`.devcalls`)
 
     def slow(self, addr: int, width: int, kind: int, line: int) -> int:
         try:
@@ -375,6 +386,13 @@ class _Access:
             return 0
 
     def _locate(self, addr: int, width: int, kind: int, line: int) -> int:
+        if kind in (PRINTF_LOCAL, PRINTF_SHARED, PRINTF):
+            if self.printf is None:
+                self.printf = Printf(self.launch)
+            return self.printf.call(kind, addr, width)
+        if kind == TRAP_BRX:  # the interpreter's control_ops.build_brx
+            raise TrapError(f"kernel {self.launch.kernel}: PTX line {line}: brx.idx index "
+                            f"{addr} out of range (table of {width})")
         space, access_code = divmod(kind, 4)
         access = _ACCESS[access_code]
         where = f"kernel {self.launch.kernel}: PTX line {line}"
@@ -383,8 +401,9 @@ class _Access:
         if space == GENERIC and PARAM_WINDOW <= addr < PARAM_WINDOW + WINDOW_SIZE:
             return self._param(where, addr - PARAM_WINDOW, width, access)
         if addr % width:
+            real = "const" if space == CONST else "global"
             raise MisalignedAddress(
-                f"{where}: {access} of {width} bytes at misaligned global address {addr:#x}")
+                f"{where}: {access} of {width} bytes at misaligned {real} address {addr:#x}")
         try:
             segs = self.launch.memory.segments(np.array([addr], np.uint64), width)
         except IllegalAddress as e:
@@ -432,11 +451,10 @@ class _BlockBuffers:
 
     def __init__(self, launch: Launch, compiled: Compiled) -> None:
         try:
-            offsets = [uniform_value(k[1], launch) if isinstance(k, tuple) and k[0] == "%special"
-                       else launch.shared_offsets[k] for k in compiled.shared_keys]
+            offsets = [_symbol(k, launch) for k in compiled.shared_keys]
         except KeyError as e:
-            raise Unsupported(f"{e.args[0]} is not a shared variable of the kernel "
-                              "(module .global/.const variables need the interpreter)") from None
+            raise Unsupported(f"{e.args[0]} is neither a shared variable of the kernel nor "
+                              "a module .global/.const variable with an address") from None
         if _align16(compiled.local_size) != launch.code.local_size:
             raise Unsupported(f"the JIT's .local frame ({compiled.local_size} bytes) is not "
                               f"the decoder's ({launch.code.local_size})")
@@ -471,6 +489,16 @@ class _BlockBuffers:
         ctx[14] = self.pub.ctypes.data
         ctx[15] = self.snap.ctypes.data
         ctx[16] = self.sstate.ctypes.data
+
+
+def _symbol(key: Any, launch: Launch) -> int:
+    """What ``%syms`` holds for one key of the lowering: a uniform special
+    register, a module variable's device address, a shared variable's offset."""
+    if isinstance(key, tuple) and key[0] == "%special":
+        return uniform_value(key[1], launch)
+    if isinstance(key, tuple) and key[0] == "%global":
+        return launch.global_addresses[key[1]]
+    return launch.shared_offsets[key]
 
 
 def _align16(n: int) -> int:

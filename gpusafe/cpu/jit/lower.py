@@ -16,16 +16,19 @@ from gpusafe_instrument import nodes
 
 from .access import MemoryLowering
 from .alu import AluLowering
+from .bits import BitLowering
 from .calls import CallLowering
+from .floats import FloatLowering
 from .regions import BarrierLowering, live_at
 from .unary import UnaryLowering
-from .values import BITS, Unsupported
+from .values import BITS, TRAP_BRX, Unsupported
 from .warps import WarpLowering
 
 __all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
-class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, BarrierLowering, WarpLowering):
+class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLowering,
+               MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------
@@ -41,6 +44,11 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
                 out.append((s, list(self.scopes)))
             elif isinstance(s, nodes.Label):
                 self.scopes[-1][("label", s.name)] = len(out)  # { } scopes labels too
+                self.last_label = s.name
+            elif isinstance(s, nodes.Targets):
+                if s.kind != ".branchtargets" or self.last_label is None:
+                    raise Unsupported(f"{s.kind} (indirect calls)", s.line)
+                self.scopes[-1][("targets", self.last_label)] = s.names
             elif isinstance(s, nodes.RegisterDecl):
                 if s.vector:
                     raise Unsupported("vector registers", s.line)
@@ -101,6 +109,9 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
                       f"  store i64 %c{i}n, ptr %cnt")
             if instr.op in ("atom", "red"):
                 self.atomics += 1
+            if instr.op == "brx":
+                self.branch_indexed(instr, i, nxt)
+                continue
             if instr.op == "bra":
                 target = self.target(instr)
                 p = self.guard(instr.guard) if instr.guard is not None else None
@@ -120,6 +131,10 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
                 self.lines.append(f"G{i}:")
             if i in self.calls:
                 self.call_entry(self.calls[i])
+                self.emit(f"br label {nxt}")
+                continue
+            if i in self.printfs:
+                self.printf_call(i)
                 self.emit(f"br label {nxt}")
                 continue
             if i in self.ret_to:  # a return of an inlined callee
@@ -202,6 +217,10 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
             self.scopes = self.flat_scopes[i]
             target = int(self.target(instr)[2:])
             return [target, i + 1] if guarded else [target]
+        if instr.op == "brx":
+            self.scopes = self.flat_scopes[i]
+            targets = self.branch_table(instr)
+            return [*targets, i + 1] if guarded else targets
         if instr.op in ("ret", "exit"):
             return [i + 1] if guarded else []
         return [i + 1]
@@ -215,6 +234,54 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
                     return f"%L{index}"
         raise self.fail("branch target")
 
+    def branch_table(self, instr: nodes.Instruction) -> list[int]:
+        """The flat indices a ``brx.idx`` may jump to, in its table's order."""
+        ops = instr.operands
+        if len(ops) != 2 or not isinstance(ops[1], nodes.Symbol) \
+                or [m for m in instr.modifiers if m != "uni"] != ["idx"]:
+            raise self.fail("brx.idx needs an index and a .branchtargets label")
+        names = self.scoped(("targets", ops[1].name))
+        if names is None:
+            raise self.fail(f"{ops[1].name} is not a .branchtargets list")
+        out = []
+        for name in names:
+            index = self.scoped(("label", name))
+            if index is None:
+                raise self.fail(f"branch target {name}")
+            out.append(index)
+        return out
+
+    def scoped(self, key: tuple) -> object:
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def branch_indexed(self, instr: nodes.Instruction, i: int, nxt: str) -> None:
+        """``brx.idx``: a switch over the table; an index past it stops the
+        launch with the interpreter's trap (reported through the access
+        callback, ``TRAP_BRX``)."""
+        targets = self.branch_table(instr)
+        if instr.guard is not None:
+            p = self.guard(instr.guard)
+            self.emit(f"br i1 {p}, label %X{i}, label {nxt}")
+            self.lines.append(f"X{i}:")
+        idx = self.read(instr.operands[0], "u32")
+        cases = " ".join(f"i32 {k}, label %X{i}_{k}" for k in range(len(targets)))
+        self.emit(f"switch i32 {idx}, label %X{i}_bad [{cases}]")
+        self.lines.append(f"X{i}_bad:")
+        self.emit(f"%X{i}_fpp = getelementptr i64, ptr %ctx, i64 4\n"
+                  f"  %X{i}_fp = load ptr, ptr %X{i}_fpp\n"
+                  f"  %X{i}_idx = zext i32 {idx} to i64\n"
+                  f"  call ptr %X{i}_fp(i64 %X{i}_idx, i64 {len(targets)}, i32 {TRAP_BRX}, "
+                  f"i32 {instr.line})\n  br label %fault")
+        for k, target in enumerate(targets):
+            self.lines.append(f"X{i}_{k}:")
+            if target <= i:
+                self.backward(target, "true", None)
+            else:
+                self.emit(f"br label %L{target}")
+
     def guard(self, guard: nodes.Guard) -> str:
         v = self.read(nodes.Register(guard.register), "pred")
         if guard.negated:
@@ -224,6 +291,13 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, MemoryLowering, Barrier
         return v
 
     # -- instructions ---------------------------------------------------------
+
+    def op_membar(self, instr: nodes.Instruction) -> None:
+        """A fence (the interpreter's threads share one memory; the JIT's
+        blocks on several OS threads must not see writes out of order)."""
+        self.emit("fence seq_cst")
+
+    op_fence = op_membar
 
     def instruction(self, instr: nodes.Instruction) -> None:
         if instr.op in ("ld", "st") and "param" in instr.modifiers and self.param_access(instr):

@@ -11,6 +11,7 @@ from .values import (
     ACCESS_READ,
     ACCESS_WRITE,
     BITS,
+    CONST,
     GENERIC,
     GLOBAL,
     LOCAL,
@@ -41,6 +42,8 @@ class RunChecks(Values):
         for m in mods:
             if m == "global":
                 space = GLOBAL
+            elif m == "const":  # device memory, as the interpreter has it
+                space = CONST
             elif m in ("shared", "shared::cta"):
                 space = SHARED
             elif m == "local":

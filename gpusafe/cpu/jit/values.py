@@ -8,10 +8,12 @@ types); f32/f64 values are bitcasts of those bits.
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpusafe_instrument import nodes
 from gpusafe_instrument.query import param_layout
 
-from ..memory import LOCAL_STACK_BASE
+from ..memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW
 from ..special_registers import NSMID
 
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
@@ -29,6 +31,9 @@ FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "
          "equ": "ueq", "neu": "une", "ltu": "ult", "leu": "ule", "gtu": "ugt", "geu": "uge",
          "num": "ord", "nan": "uno"}
 CANONICAL_NAN_F32 = 0x7FFFFFFF
+INT_ROUNDING = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
+"""cvt's rounding to an integer, as LLVM intrinsics; a float-to-int conversion
+after it saturates and gives 0 for NaN, as the interpreter's."""
 
 _LANE_SPECIALS = {"%laneid", "%warpid", "%smid", "%lanemask_eq", "%lanemask_lt",
                   "%lanemask_le", "%lanemask_ge", "%lanemask_gt"}
@@ -42,7 +47,10 @@ _NAN_PROPAGATING = {"add", "sub", "mul", "fma", "mad"}
 and is canonicalised (:meth:`Values.lazy_slots`)."""
 
 ACCESS_READ, ACCESS_WRITE, ACCESS_ATOMIC = 0, 1, 2
-GENERIC, GLOBAL, SHARED, LOCAL = 0, 1, 2, 3
+GENERIC, GLOBAL, SHARED, LOCAL, CONST = 0, 1, 2, 3, 4
+TRAP_BRX = 256
+"""The access callback's kind for a ``brx.idx`` index past its table (the
+address argument is the index, the width the table's length)."""
 
 
 class Unsupported(Exception):
@@ -110,6 +118,7 @@ class Values:
         self.lazy: frozenset = frozenset()
         self.canon_raw: dict[str, str] = {}
         self.canon_writes: dict[str, bool] = {}
+        self.last_label: str | None = None  # the label a .branchtargets list names
 
     # -- helpers --------------------------------------------------------------
 
@@ -180,19 +189,22 @@ class Values:
     def symbol_address(self, name: str, offset: int) -> str:
         """A variable's address in its own state space, as the interpreter gives
         it: a ``.local`` variable's is its place in the frame above
-        :data:`LOCAL_STACK_BASE`; any other symbol is taken for a ``.shared``
-        variable, whose offset the launch supplies (``%syms``); a launch where
-        it is not one falls back (:func:`.engine.run`)."""
+        :data:`LOCAL_STACK_BASE`; a module ``.global``/``.const`` variable's is
+        the device address where the interpreter's :class:`~gpusafe.cpu.program.Program`
+        placed it, and any other symbol is taken for a ``.shared`` variable
+        whose offset the launch supplies.  Both come through ``%syms`` at each
+        launch, not baked into the code: the compiled-code cache is keyed by
+        the kernel's text, which another module (another place) shares; a
+        launch where the symbol is neither falls back (:func:`.engine.run`)."""
         for scope in reversed(self.scopes):
             local = scope.get(("local", name))
             if local is not None:
                 return str(LOCAL_STACK_BASE + local + offset)
         if name in self.kparams:
             raise self.fail(f"address of the kernel parameter {name}")
-        if name in self.module_globals:
-            raise self.fail(f"module variable {name} (module .global/.const variables need "
-                            "the interpreter)")
         key = self.shared_key(name)
+        if key == name and name in self.module_globals:  # not shadowed by a kernel's .shared
+            key = ("%global", name)
         if key not in self.shared_keys:
             self.shared_keys.append(key)
         p = self.new()
@@ -204,6 +216,15 @@ class Values:
         out = self.new()
         self.emit(f"{out} = add i64 {v}, {offset}")
         return out
+
+    def generic_window(self, name: str) -> int:
+        """What the decoder adds to a variable's address for its generic one:
+        the local or shared window, nothing for a module variable (global)."""
+        if any(("local", name) in scope for scope in self.scopes):
+            return LOCAL_WINDOW
+        if self.shared_key(name) == name and name in self.module_globals:
+            return 0
+        return SHARED_WINDOW
 
     def shared_key(self, name: str) -> object:
         """The interpreter's key of a shared variable (``Launch.shared_offsets``):
@@ -280,8 +301,12 @@ class Values:
                 bits = int(body[2:], 16) ^ (0x8000_0000 if neg else 0)
             elif body[:2] in ("0d", "0D") and t == "f64":
                 bits = int(body[2:], 16) ^ (1 << 63 if neg else 0)
-            else:
+            elif body[:2] in ("0f", "0F", "0d", "0D"):
                 raise self.fail(f"immediate {text} for .{t}")
+            else:  # a decimal or integer literal: the value converted, as the interpreter's
+                with np.errstate(over="ignore"):
+                    value = np.array(imm.value, np.float32 if t == "f32" else np.float64)
+                bits = int(value.view(np.uint32 if t == "f32" else np.uint64))
             out = self.new()
             self.emit(f"{out} = bitcast {int_type(t)} {self._signed(bits, BITS[t])} to {llvm_type(t)}")
             return out
