@@ -19,7 +19,7 @@ from .decoder import DecodeContext
 from .errors import AssertError, IllegalAddress, InvalidAddress, TrapError
 from .frames import Frame, as_index
 from .memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from .printf import format_printf
+from .printf import c_string, format_printf
 from .ptx_types import UNSIGNED
 
 
@@ -46,20 +46,7 @@ def read_generic(fr: Frame, i: int, address: int, size: int) -> bytes:
 
 
 def read_cstring(fr: Frame, i: int, address: int, limit: int = 1 << 16) -> bytes:
-    out = bytearray()
-    while len(out) < limit:
-        try:
-            piece = read_generic(fr, i, address + len(out), 64)
-        except IllegalAddress:
-            break
-        if not piece:
-            break
-        nul = piece.find(b"\0")
-        if nul >= 0:
-            out += piece[:nul]
-            break
-        out += piece
-    return bytes(out)
+    return c_string(lambda a, n: read_generic(fr, i, a, n), address, limit)
 
 
 def _vprintf(fr: Frame, idx: np.ndarray, args: list[np.ndarray],

@@ -12,6 +12,31 @@ import re
 import struct
 from collections.abc import Callable
 
+from .errors import IllegalAddress
+
+
+def c_string(read: Callable[[int, int], bytes], address: int, limit: int = 1 << 16) -> bytes:
+    """The C string at ``address``, read 64 bytes at a time through ``read``
+    (address, size -> the bytes there, fewer at the end of what is mapped,
+    or :class:`~gpusafe.cpu.errors.IllegalAddress`): up to its NUL, the end of
+    what can be read, or ``limit`` bytes; both engines read ``%s`` and
+    ``__assertfail``'s strings so."""
+    out = bytearray()
+    while len(out) < limit:
+        try:
+            piece = read(address + len(out), 64)
+        except IllegalAddress:
+            break
+        if not piece:
+            break
+        nul = piece.find(b"\0")
+        if nul >= 0:
+            out += piece[:nul]
+            break
+        out += piece
+    return bytes(out)
+
+
 _SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?([diouxXcsfFeEgGaAp%])")
 
 

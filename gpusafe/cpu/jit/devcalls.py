@@ -19,7 +19,7 @@ import ctypes
 from ..errors import IllegalAddress
 from ..frames import Launch
 from ..memory import LOCAL_STACK_BASE, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from ..printf import format_printf
+from ..printf import c_string, format_printf
 
 PRINTF_LOCAL, PRINTF_SHARED, PRINTF = 257, 258, 259
 """Kinds of the access callback for a ``vprintf`` (address, width): the
@@ -69,18 +69,4 @@ class Printf:
         return ctypes.string_at(base + off, n) if n > 0 else b""
 
     def cstring(self, address: int, limit: int = 1 << 16) -> bytes:
-        """A C string, as :func:`gpusafe.cpu.device_calls.read_cstring` reads it."""
-        out = bytearray()
-        while len(out) < limit:
-            try:
-                piece = self.read(address + len(out), 64)
-            except IllegalAddress:
-                break
-            if not piece:
-                break
-            nul = piece.find(b"\0")
-            if nul >= 0:
-                out += piece[:nul]
-                break
-            out += piece
-        return bytes(out)
+        return c_string(self.read, address, limit)
