@@ -18,6 +18,8 @@ instructions (their gathering at calls is the interpreter's business).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gpusafe_instrument import nodes
@@ -85,6 +87,16 @@ class CallLowering(Values):
             if base is not None:
                 return base
         return None
+
+    @contextmanager
+    def _names_in(self, scopes: list) -> Iterator[None]:
+        """Registers and ``.param`` names resolved in ``scopes`` meanwhile."""
+        saved = self.scopes
+        self.scopes = scopes
+        try:
+            yield
+        finally:
+            self.scopes = saved
 
     def _slot(self, base: str, k: int) -> nodes.Register:
         return nodes.Register(f"{base}#{k}")
@@ -184,24 +196,21 @@ class CallLowering(Values):
             raise Unsupported(f"call of {name}: .reg parameters", instr.line)
         scope: dict = {}
         site = CallSite(instr, callee, list(self.scopes), scope, rets, args)
-        saved = self.scopes
-        self.scopes = [scope]
-        for p in [*params, *returns]:
-            self.param_var(p.name, p.size)
-        site.params = [self.param_base(p.name) for p in returns]
-        self.scopes = saved
+        with self._names_in([scope]):
+            for p in [*params, *returns]:
+                self.param_var(p.name, p.size)
+            site.params = [self.param_base(p.name) for p in returns]
         self.calls[len(out)] = site
         out.append((instr, list(self.scopes)))
         self.inlining.append((site, []))
         self.stack_depth = max(self.stack_depth, len(self.inlining))
-        self.scopes = [scope]
-        self.flatten(callee.body, out)
-        # the decoder's implicit return of a function: one instruction
-        ret = nodes.Instruction("ret", line=callee.line)
-        self.inlining[-1][1].append(len(out))
-        out.append((ret, [scope]))
-        _, rets_at = self.inlining.pop()
-        self.scopes = saved
+        with self._names_in([scope]):
+            self.flatten(callee.body, out)
+            # the decoder's implicit return of a function: one instruction
+            ret = nodes.Instruction("ret", line=callee.line)
+            self.inlining[-1][1].append(len(out))
+            out.append((ret, [scope]))
+            _, rets_at = self.inlining.pop()
         site.after = len(out)
         for i in rets_at:
             self.ret_to[i] = site.after
@@ -266,13 +275,9 @@ class CallLowering(Values):
     def call_entry(self, site: CallSite) -> None:
         """Arguments into the callee's fresh parameter area (zeroed beyond
         what the caller supplies), its return values zeroed."""
-        saved = self.scopes
         # the callee's scope first: the caller's names win, the hidden ones are unique
-        self.scopes = [site.callee_scope, *site.caller_scopes]
-        try:
+        with self._names_in([site.callee_scope, *site.caller_scopes]):
             self._enter(site)
-        finally:
-            self.scopes = saved
 
     def _enter(self, site: CallSite) -> None:
         for base in site.params:
@@ -289,9 +294,7 @@ class CallLowering(Values):
     def _source(self, arg: nodes.Operand, size: int, scopes: list) -> list[str]:
         """The caller's first ``size`` bytes of an argument, as i64 values of
         8 bytes each (fewer: the rest is zero)."""
-        saved = self.scopes
-        self.scopes = scopes
-        try:
+        with self._names_in(scopes):
             name = arg.name if isinstance(arg, (nodes.Symbol, nodes.Register)) else None
             base = self.param_base(name) if name is not None else None
             if base is not None:
@@ -311,8 +314,6 @@ class CallLowering(Values):
                 raw = arg.value & ((1 << (8 * size)) - 1)
                 return [str(self._signed(raw >> (64 * k), 64)) for k in range(-(-size // 8))]
             raise self.fail(f"call argument {arg}")
-        finally:
-            self.scopes = saved
 
     def _low(self, v: str, n: int) -> str:
         if n >= 8:
@@ -323,12 +324,8 @@ class CallLowering(Values):
 
     def call_return(self, site: CallSite) -> None:
         """Return values back to the caller: as many bytes as both have."""
-        saved = self.scopes
-        self.scopes = [site.callee_scope, *site.caller_scopes]
-        try:
+        with self._names_in([site.callee_scope, *site.caller_scopes]):
             self._leave(site)
-        finally:
-            self.scopes = saved
 
     def _leave(self, site: CallSite) -> None:
         for ret, p in zip(site.rets, site.callee.returns or [], strict=False):
