@@ -178,8 +178,6 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
                 allocas.append(line)
         fresh.append("  br label %L0")
         body = "\n".join(self.lines)
-        for k in range(len(self.resume_labels)):
-            body = body.replace(f"  ;save {k}\n", "", 1)
         cases = [f"i32 {k + 1}, label %{label}" for k, label in enumerate(self.resume_labels)]
         restores = ["\n".join(fresh)]
         # the launch's bookkeeping (not memory the kernel can reach) is noalias:
@@ -331,17 +329,17 @@ def lower_kernel(function: nodes.Function, functions: dict | None = None,
     ``functions`` (the module's, by name) are the callees it may inline,
     ``module_globals`` the module's variables other than ``.shared`` (refused).
     Raises :class:`Unsupported` for anything outside the slice."""
-    lowerer = _Lowerer(function)
-    lowerer.init_calls(functions or {})
-    lowerer.module_globals = module_globals
-    body = lowerer.lower()
-    lazy = lowerer.lazy_slots()
-    if lazy:  # again, with those f32 results canonicalised where read (Values.lazy_slots)
+    def lowered(lazy: frozenset) -> tuple[_Lowerer, str]:
         lowerer = _Lowerer(function)
         lowerer.init_calls(functions or {})
         lowerer.module_globals = module_globals
         lowerer.lazy = lazy
-        body = lowerer.lower()
+        return lowerer, lowerer.lower()
+
+    lowerer, body = lowered(frozenset())
+    lazy = lowerer.lazy_slots()
+    if lazy:  # again, with those f32 results canonicalised where read (Values.lazy_slots)
+        lowerer, body = lowered(lazy)
     ir = _FMA_DECLS + "\n".join(sorted(lowerer.intrinsics)) + "\n" + body
     return Lowered(ir, lowerer.sites, lowerer.frame_slots, tuple(lowerer.shared_keys),
                    lowerer.local_size, len(lowerer.barriers), lowerer.atomics,

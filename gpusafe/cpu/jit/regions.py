@@ -76,7 +76,6 @@ class BarrierLowering(Values):
         self.emit("%bc{k} = load i64, ptr %cnt\n  %bco{k} = load i64, ptr %count\n"
                   "  %bcs{k} = add i64 %bco{k}, %bc{k}\n  store i64 %bcs{k}, ptr %count"
                   .replace("{k}", str(k)))
-        self.lines.append(f"  ;save {k}")
         code = 8 * (k + 1) + 4 * int(resume_at is not None) + 2 * int(exchange) + int(warp)
         self.emit(f"ret i32 {code}")
         if label.startswith("P"):
