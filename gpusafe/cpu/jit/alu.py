@@ -8,6 +8,7 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
+from .halves import half_type
 from .values import (
     BITS,
     FCMP,
@@ -79,6 +80,9 @@ class AluLowering(Values):
         self.write(d, t, self.canon(out, t))
 
     def op_add(self, instr: nodes.Instruction) -> None:
+        if half_type(instr):
+            self.half_arith(instr, "add")  # :mod:`.halves`
+            return
         mods, t = split_type(instr)
         if t in ("f32", "f64"):
             self._arith_float(instr, "fadd", mods, t)
@@ -86,6 +90,9 @@ class AluLowering(Values):
             self._arith_int(instr, "add", mods, t)
 
     def op_sub(self, instr: nodes.Instruction) -> None:
+        if half_type(instr):
+            self.half_arith(instr, "sub")  # :mod:`.halves`
+            return
         mods, t = split_type(instr)
         if t in ("f32", "f64"):
             self._arith_float(instr, "fsub", mods, t)
@@ -114,6 +121,9 @@ class AluLowering(Values):
         return self.adapt(hi, 2 * w, w, False), t
 
     def op_mul(self, instr: nodes.Instruction) -> None:
+        if half_type(instr):
+            self.half_arith(instr, "mul")
+            return
         mods, t = split_type(instr)
         if t in ("f32", "f64"):
             self._arith_float(instr, "fmul", mods, t)
@@ -133,6 +143,9 @@ class AluLowering(Values):
         self.write(d, t, self.canon(out, t))
 
     def op_fma(self, instr: nodes.Instruction) -> None:
+        if half_type(instr):
+            self.half_arith(instr, "fma")
+            return
         mods, t = split_type(instr)
         if t == "f32" and (mods in (["rz"], ["rm"], ["rp"]) or "ftz" in mods):
             self.float_flushed(instr, "fma", mods)  # :mod:`.floats`
@@ -142,6 +155,9 @@ class AluLowering(Values):
         self._fma(instr, t)
 
     def op_mad(self, instr: nodes.Instruction) -> None:
+        if half_type(instr):
+            self.half_arith(instr, "fma")
+            return
         mods, t = split_type(instr)
         if t == "f32" and "ftz" in mods:
             self.float_flushed(instr, "fma", mods)
@@ -241,16 +257,22 @@ class AluLowering(Values):
     def op_setp(self, instr: nodes.Instruction) -> None:
         """``setp.cmp[.bop].t p[|q], a, b[, {!}c]``: p = t bop c, q = !t bop c
         (without bop: p = t, q = !t)."""
-        mods, t = split_type(instr)
-        ftz = "ftz" in mods and t == "f32"  # the operands flushed, as the interpreter's
-        mods = [m for m in mods if m != "ftz"] if ftz else mods
+        half = self.half_compare(instr)  # f16/bf16 operands as f32: :mod:`.halves`
+        if half is not None:
+            va, vb, mods = half
+            t, ftz = "f32", False
+        else:
+            mods, t = split_type(instr)
+            ftz = "ftz" in mods and t == "f32"  # the operands flushed, as the interpreter's
+            mods = [m for m in mods if m != "ftz"] if ftz else mods
         bop = mods[1] if len(mods) == 2 else None
         if len(mods) not in (1, 2) or bop not in (None, "and", "or", "xor") \
                 or len(instr.operands) != (4 if bop else 3):
             raise self.fail(f"form {mods}")
         cmp = mods[0]
-        d, a, b = instr.operands[:3]
-        va, vb = self.read(a, t), self.read(b, t)
+        d = instr.operands[0]
+        if half is None:
+            va, vb = self.read(instr.operands[1], t), self.read(instr.operands[2], t)
         if ftz:
             va, vb = self.flush_f32(va), self.flush_f32(vb)
         out = self.new()
@@ -290,6 +312,9 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def op_cvt(self, instr: nodes.Instruction) -> None:
+        if half_type(instr):
+            self.half_cvt(instr)  # :mod:`.halves`
+            return
         mods = list(instr.modifiers)
         types = [m for m in mods if m in BITS]
         rest = [m for m in mods if m not in BITS]

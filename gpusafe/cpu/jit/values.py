@@ -18,6 +18,9 @@ from ..special_registers import NSMID
 
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+HALVES = {"f16": 16, "bf16": 16, "f16x2": 32, "bf16x2": 32}
+"""16-bit float types (and pairs) and the bits of a register holding one: kept
+out of :data:`BITS`, so that only :mod:`.halves` reads them as floats."""
 QUALIFIERS = {"weak", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"}
 """Modifiers that change nothing for one thread running alone.  ``.volatile``,
 ``.relaxed``/``.acquire`` and scopes are refused: they are how threads wait
@@ -134,10 +137,10 @@ class Values:
         self.lines.append("  " + text)
 
     def declare(self, name: str, t: str) -> None:
-        if t not in BITS:
+        width = BITS.get(t) or HALVES.get(t)
+        if width is None:
             raise Unsupported(f"registers of type .{t}", self.function.line)
         slot = f"%v{len(self.allocas)}"
-        width = BITS[t]
         self.widths[slot] = width
         self.allocas.append(f"  {slot} = alloca i{width}\n  store i{width} 0, ptr {slot}")
         self.scopes[-1][name] = (slot, width)
