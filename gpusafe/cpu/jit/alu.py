@@ -8,7 +8,6 @@ from __future__ import annotations
 from gpusafe_instrument import nodes
 
 from ..memory import LOCAL_WINDOW, SHARED_WINDOW
-from .halves import half_type
 from .values import (
     BITS,
     FCMP,
@@ -80,9 +79,6 @@ class AluLowering(Values):
         self.write(d, t, self.canon(out, t))
 
     def op_add(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_arith(instr, "add")  # :mod:`.halves`
-            return
         mods, t = split_type(instr)
         if t in ("f32", "f64"):
             self._arith_float(instr, "fadd", mods, t)
@@ -90,9 +86,6 @@ class AluLowering(Values):
             self._arith_int(instr, "add", mods, t)
 
     def op_sub(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_arith(instr, "sub")  # :mod:`.halves`
-            return
         mods, t = split_type(instr)
         if t in ("f32", "f64"):
             self._arith_float(instr, "fsub", mods, t)
@@ -121,9 +114,6 @@ class AluLowering(Values):
         return self.adapt(hi, 2 * w, w, False), t
 
     def op_mul(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_arith(instr, "mul")
-            return
         mods, t = split_type(instr)
         if t in ("f32", "f64"):
             self._arith_float(instr, "fmul", mods, t)
@@ -143,9 +133,6 @@ class AluLowering(Values):
         self.write(d, t, self.canon(out, t))
 
     def op_fma(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_arith(instr, "fma")
-            return
         mods, t = split_type(instr)
         if t == "f32" and (mods in (["rz"], ["rm"], ["rp"]) or "ftz" in mods):
             self.float_flushed(instr, "fma", mods)  # :mod:`.floats`
@@ -155,9 +142,6 @@ class AluLowering(Values):
         self._fma(instr, t)
 
     def op_mad(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_arith(instr, "fma")
-            return
         mods, t = split_type(instr)
         if t == "f32" and "ftz" in mods:
             self.float_flushed(instr, "fma", mods)
@@ -312,9 +296,6 @@ class AluLowering(Values):
         self.write(d, t, out)
 
     def op_cvt(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_cvt(instr)  # :mod:`.halves`
-            return
         mods = list(instr.modifiers)
         types = [m for m in mods if m in BITS]
         rest = [m for m in mods if m not in BITS]

@@ -220,6 +220,20 @@ class HalfLowering(Values):
 
     # -- instructions --------------------------------------------------------------
 
+    def half_handler(self, instr: nodes.Instruction):
+        """The lowering of an instruction on a 16-bit float type, if this module
+        has one (``setp`` is :meth:`op_setp`'s, with :meth:`half_compare`)."""
+        if half_type(instr) is None:
+            return None
+        if instr.op in ("add", "sub", "mul", "fma", "mad"):
+            kind = "fma" if instr.op == "mad" else instr.op
+            return lambda i: self.half_arith(i, kind)
+        if instr.op in ("neg", "abs"):
+            return lambda i: self.half_sign(i, instr.op)
+        if instr.op == "cvt":
+            return self.half_cvt
+        return None
+
     def half_arith(self, instr: nodes.Instruction, kind: str) -> None:
         """``add/sub/mul/fma/mad`` on a 16-bit float type (``.rn`` only)."""
         t = half_type(instr)

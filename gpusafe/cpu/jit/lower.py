@@ -301,7 +301,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
     def instruction(self, instr: nodes.Instruction) -> None:
         if instr.op in ("ld", "st") and "param" in instr.modifiers and self.param_access(instr):
             return
-        handler = getattr(self, "op_" + instr.op, None)
+        handler = self.half_handler(instr) or getattr(self, "op_" + instr.op, None)
         if handler is None:
             raise self.fail("not in the JIT's first slice")
         handler(instr)

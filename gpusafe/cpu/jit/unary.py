@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from gpusafe_instrument import nodes
 
-from .halves import half_type
 from .values import BITS, Values, llvm_type, split_type
 
 
@@ -15,9 +14,6 @@ class UnaryLowering(Values):
     """``op_<opcode>`` for the instructions above (a mixin of the lowering)."""
 
     def op_neg(self, instr: nodes.Instruction) -> None:
-        if half_type(instr):
-            self.half_sign(instr, "neg")  # :mod:`.halves`
-            return
         mods, t = split_type(instr)
         if t in ("f32", "f64") and mods in ([], ["ftz"] if t == "f32" else []):
             self._sign_bit(instr, t, "xor", bool(mods))
@@ -140,9 +136,6 @@ class UnaryLowering(Values):
         """Integer ``abs`` (the most negative value stays itself) and float
         ``abs`` without ``.ftz``: the sign bit cleared, a NaN's payload kept,
         as the interpreter does."""
-        if half_type(instr):
-            self.half_sign(instr, "abs")
-            return
         mods, t = split_type(instr)
         if mods not in ([], ["ftz"] if t == "f32" else []) \
                 or t not in ("s16", "s32", "s64", "f32", "f64"):
