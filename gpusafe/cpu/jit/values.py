@@ -186,6 +186,35 @@ class Values:
         self.emit(f"{out} = {op}")
         return out
 
+    def volatile(self, instr: nodes.Instruction, space: int, rest: list[str]) -> str:
+        """``"volatile "`` for an ``ld/st.volatile`` the JIT lowers (taking the
+        modifier out of ``rest``), ``""`` for an access without it.
+
+        A volatile access stays an LLVM ``volatile`` one (never hoisted out of
+        a spin loop, whose back edge yields: :meth:`.regions.BarrierLowering.backward`).
+        Lowered for ``.global`` and generic addresses; refused where the
+        interpreter's lockstep is what the code relies on: ``.shared`` (and a
+        generic access in a kernel that makes shared addresses, ``cvta.shared``
+        or any ``.shared`` access), the warp-synchronous idiom, and a kernel
+        with ``atom.cas`` (a volatile read seeding a compare-and-swap retry
+        loop: how often each thread retries, and for floats the order of the
+        updates, is the schedule's; both engines' are valid GPU schedules, not
+        the same one)."""
+        if "volatile" not in rest:
+            return ""
+        rest.remove("volatile")
+        if space not in (GLOBAL, GENERIC):
+            raise self.fail("volatile access outside global memory (warp-synchronous code "
+                            "needs the interpreter's lockstep)")
+        flat = getattr(self, "flat", [])
+        if space == GENERIC and any(m.startswith("shared") for i in flat for m in i.modifiers):
+            raise self.fail("volatile generic access in a kernel with shared memory "
+                            "(warp-synchronous code needs the interpreter's lockstep)")
+        if any(i.op == "atom" and "cas" in i.modifiers for i in flat):
+            raise self.fail("volatile access in a kernel with atom.cas (a retry loop's trips "
+                            "are the interpreter's lockstep schedule's)")
+        return "volatile "
+
     def is_register(self, name: str) -> bool:
         return any(name in scope for scope in self.scopes)
 
