@@ -976,3 +976,63 @@ def test_sixteen_bit_floats_are_bit_identical(monkeypatch):
         bad = np.nonzero(r != g)[0]
         assert bad.size == 0, (bad[:8], r[bad[:8]], g[bad[:8]])
     assert n_got == n_ref
+
+
+VOLATILE = r"""
+extern "C" __global__ void vol(int* out, int* buf, const int* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    volatile int* v = buf;
+    volatile const int* w = in;
+    v[i] = v[i] * 3 + w[(i * 7) % n];
+    int acc = 0;
+    for (int k = 0; k < 3; ++k) acc += v[i] + w[(i + k) % n];
+    out[i] = acc;
+}
+
+extern "C" __global__ void vol_shared(int* out, const int* in)
+{
+    __shared__ int s[64];
+    volatile int* v = s;
+    v[threadIdx.x] = in[threadIdx.x];
+    if (threadIdx.x < 32) v[threadIdx.x] += v[threadIdx.x + 32];
+    out[threadIdx.x] = v[threadIdx.x];
+}
+
+extern "C" __global__ void vol_cas(int* acc, const int* vals)
+{
+    int old = *((volatile int*)acc), assumed;
+    do {
+        assumed = old;
+        old = atomicCAS(acc, assumed, assumed + vals[threadIdx.x]);
+    } while (old != assumed);
+}
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-G",)], ids=["O3", "G"])
+def test_volatile_global_accesses_are_the_interpreters(options, monkeypatch):
+    """``ld/st.volatile`` through global (-O3) and generic (-G) addresses stay
+    LLVM volatile accesses and give the interpreter's outputs and count; in
+    shared memory (warp-synchronous code) and beside ``atom.cas`` (a retry
+    loop) they fall back with the reason."""
+    from gpusafe.cpu.jit.lower import Unsupported, lower_kernel
+    ptx = nvrtc_compile(VOLATILE, "k.cu", "compute_75", options)
+    n = 150
+    buf = (np.arange(n, dtype=np.int32) * 37 - 2000).astype(np.int32)
+    src = (np.arange(n, dtype=np.int32) ** 2 % 1001).astype(np.int32)
+    ref, n_ref, _ = _launch("interpreter", ptx, "vol", (3, 1, 1), (64, 1, 1),
+                            [np.zeros(n, np.int32), buf, src], struct.pack("<i", n), monkeypatch)
+    got, n_got, note = _launch("jit", ptx, "vol", (3, 1, 1), (64, 1, 1),
+                               [np.zeros(n, np.int32), buf, src], struct.pack("<i", n),
+                               monkeypatch)
+    assert note == "jit" and n_got == n_ref
+    for r, g in zip(ref, got, strict=True):
+        assert r.tobytes() == g.tobytes()
+    functions = {f.name: f for f in Program(ptx, DeviceMemory()).module.functions}
+    ir = lower_kernel(functions["vol"], functions).ir
+    assert "load volatile i32" in ir and "store volatile i32" in ir
+    for kernel, why in (("vol_shared", "warp-synchronous"), ("vol_cas", "atom.cas")):
+        with pytest.raises(Unsupported, match=why):
+            lower_kernel(functions[kernel], functions)
