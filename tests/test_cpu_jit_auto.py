@@ -28,7 +28,9 @@ extern "C" __global__ void vadd(float* out, const float* a, const float* b, int 
 REFUSED = r"""
 extern "C" __global__ void twice_all(int* p)
 {
-    int v = ((volatile int*)p)[threadIdx.x];  // ld.volatile: the JIT refuses it
+    __shared__ int s[32];
+    s[threadIdx.x] = p[threadIdx.x];
+    int v = ((volatile int*)s)[threadIdx.x];  // ld.volatile.shared: the JIT refuses it
     p[threadIdx.x] = 2 * threadIdx.x + v * 0;
 }
 """
@@ -142,7 +144,7 @@ def _twice(monkeypatch) -> list[int]:
 
 
 def test_only_a_refused_launch_worth_compiling_is_named(auto):
-    """A kernel the JIT does not cover (a volatile load) is no note while the policy
+    """A kernel the JIT does not cover (a volatile shared load) is no note while the policy
     interprets it, and named with the lowering's reason once a launch would
     have paid; the results are the interpreter's both times."""
     notes = engine_notes(auto)

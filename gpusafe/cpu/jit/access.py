@@ -100,6 +100,7 @@ class MemoryLowering(RunChecks):
                 self.write(dst, t, v)
             return
         space, count, t, rest = self._memory(instr)
+        volatile = self.volatile(instr, space, rest)
         if rest or t == "pred":
             raise self.fail(f"modifiers {rest}")
         size = BITS[t] // 8
@@ -109,11 +110,13 @@ class MemoryLowering(RunChecks):
             raise self.fail("vector length")
         for k, dst in enumerate(dests):
             v = self.new()
-            self.emit(f"{v} = load {llvm_type(t)}, ptr {self.element(ptr, k, size)}, align 1")
+            self.emit(f"{v} = load {volatile}{llvm_type(t)}, ptr {self.element(ptr, k, size)}, "
+                      "align 1")
             self.write(dst, t, v)
 
     def op_st(self, instr: nodes.Instruction) -> None:
         space, count, t, rest = self._memory(instr)
+        volatile = self.volatile(instr, space, rest)
         if rest or t == "pred":
             raise self.fail(f"modifiers {rest}")
         a, s = instr.operands
@@ -124,7 +127,8 @@ class MemoryLowering(RunChecks):
         values = [self.read(x, t) for x in srcs]
         ptr = self.address(a, size * count, space, ACCESS_WRITE)
         for k, v in enumerate(values):
-            self.emit(f"store {llvm_type(t)} {v}, ptr {self.element(ptr, k, size)}, align 1")
+            self.emit(f"store {volatile}{llvm_type(t)} {v}, ptr {self.element(ptr, k, size)}, "
+                      "align 1")
 
     def _atomic(self, instr: nodes.Instruction, dest: nodes.Operand | None,
                 a: nodes.Operand, srcs: list[nodes.Operand], op: str, t: str,

@@ -241,16 +241,22 @@ class AluLowering(Values):
     def op_setp(self, instr: nodes.Instruction) -> None:
         """``setp.cmp[.bop].t p[|q], a, b[, {!}c]``: p = t bop c, q = !t bop c
         (without bop: p = t, q = !t)."""
-        mods, t = split_type(instr)
-        ftz = "ftz" in mods and t == "f32"  # the operands flushed, as the interpreter's
-        mods = [m for m in mods if m != "ftz"] if ftz else mods
+        half = self.half_compare(instr)  # f16/bf16 operands as f32: :mod:`.halves`
+        if half is not None:
+            va, vb, mods = half
+            t, ftz = "f32", False
+        else:
+            mods, t = split_type(instr)
+            ftz = "ftz" in mods and t == "f32"  # the operands flushed, as the interpreter's
+            mods = [m for m in mods if m != "ftz"] if ftz else mods
         bop = mods[1] if len(mods) == 2 else None
         if len(mods) not in (1, 2) or bop not in (None, "and", "or", "xor") \
                 or len(instr.operands) != (4 if bop else 3):
             raise self.fail(f"form {mods}")
         cmp = mods[0]
-        d, a, b = instr.operands[:3]
-        va, vb = self.read(a, t), self.read(b, t)
+        d = instr.operands[0]
+        if half is None:
+            va, vb = self.read(instr.operands[1], t), self.read(instr.operands[2], t)
         if ftz:
             va, vb = self.flush_f32(va), self.flush_f32(vb)
         out = self.new()

@@ -19,6 +19,7 @@ from .alu import AluLowering
 from .bits import BitLowering
 from .calls import CallLowering
 from .floats import FloatLowering
+from .halves import HalfLowering
 from .regions import BarrierLowering, live_at
 from .unary import UnaryLowering
 from .values import BITS, TRAP_BRX, Unsupported
@@ -28,7 +29,7 @@ __all__ = ["Lowered", "Unsupported", "lower_kernel"]
 
 
 class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLowering,
-               MemoryLowering, BarrierLowering, WarpLowering):
+               HalfLowering, MemoryLowering, BarrierLowering, WarpLowering):
     """The kernel's structure: declarations, labels, guards, branches, returns."""
 
     # -- structure ------------------------------------------------------------
@@ -300,7 +301,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
     def instruction(self, instr: nodes.Instruction) -> None:
         if instr.op in ("ld", "st") and "param" in instr.modifiers and self.param_access(instr):
             return
-        handler = getattr(self, "op_" + instr.op, None)
+        handler = self.half_handler(instr) or getattr(self, "op_" + instr.op, None)
         if handler is None:
             raise self.fail("not in the JIT's first slice")
         handler(instr)

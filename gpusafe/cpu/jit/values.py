@@ -18,6 +18,9 @@ from ..special_registers import NSMID
 
 BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+HALVES = {"f16": 16, "bf16": 16, "f16x2": 32, "bf16x2": 32}
+"""16-bit float types (and pairs) and the bits of a register holding one: kept
+out of :data:`BITS`, so that only :mod:`.halves` reads them as floats."""
 QUALIFIERS = {"weak", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"}
 """Modifiers that change nothing for one thread running alone.  ``.volatile``,
 ``.relaxed``/``.acquire`` and scopes are refused: they are how threads wait
@@ -134,10 +137,10 @@ class Values:
         self.lines.append("  " + text)
 
     def declare(self, name: str, t: str) -> None:
-        if t not in BITS:
+        width = BITS.get(t) or HALVES.get(t)
+        if width is None:
             raise Unsupported(f"registers of type .{t}", self.function.line)
         slot = f"%v{len(self.allocas)}"
-        width = BITS[t]
         self.widths[slot] = width
         self.allocas.append(f"  {slot} = alloca i{width}\n  store i{width} 0, ptr {slot}")
         self.scopes[-1][name] = (slot, width)
@@ -182,6 +185,35 @@ class Values:
               "%lanemask_ge": f"xor i32 {lt}, -1", "%lanemask_gt": f"xor i32 {le}, -1"}[name]
         self.emit(f"{out} = {op}")
         return out
+
+    def volatile(self, instr: nodes.Instruction, space: int, rest: list[str]) -> str:
+        """``"volatile "`` for an ``ld/st.volatile`` the JIT lowers (taking the
+        modifier out of ``rest``), ``""`` for an access without it.
+
+        A volatile access stays an LLVM ``volatile`` one (never hoisted out of
+        a spin loop, whose back edge yields: :meth:`.regions.BarrierLowering.backward`).
+        Lowered for ``.global`` and generic addresses; refused where the
+        interpreter's lockstep is what the code relies on: ``.shared`` (and a
+        generic access in a kernel that makes shared addresses, ``cvta.shared``
+        or any ``.shared`` access), the warp-synchronous idiom, and a kernel
+        with ``atom.cas`` (a volatile read seeding a compare-and-swap retry
+        loop: how often each thread retries, and for floats the order of the
+        updates, is the schedule's; both engines' are valid GPU schedules, not
+        the same one)."""
+        if "volatile" not in rest:
+            return ""
+        rest.remove("volatile")
+        if space not in (GLOBAL, GENERIC):
+            raise self.fail("volatile access outside global memory (warp-synchronous code "
+                            "needs the interpreter's lockstep)")
+        flat = getattr(self, "flat", [])
+        if space == GENERIC and any(m.startswith("shared") for i in flat for m in i.modifiers):
+            raise self.fail("volatile generic access in a kernel with shared memory "
+                            "(warp-synchronous code needs the interpreter's lockstep)")
+        if any(i.op == "atom" and "cas" in i.modifiers for i in flat):
+            raise self.fail("volatile access in a kernel with atom.cas (a retry loop's trips "
+                            "are the interpreter's lockstep schedule's)")
+        return "volatile "
 
     def is_register(self, name: str) -> bool:
         return any(name in scope for scope in self.scopes)
