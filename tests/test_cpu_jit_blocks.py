@@ -423,6 +423,41 @@ def test_warp_shuffles_votes_and_syncwarp(monkeypatch, live):
           struct.pack("<i", live), monkeypatch)
 
 
+
+DIVERGENT_VOTES = r"""
+extern "C" __global__ void votes(unsigned int* out, const int* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[i];
+    unsigned int m = __activemask();
+    unsigned int r;
+    if (threadIdx.x % 3 == 0)
+        r = __ballot_sync(__activemask(), v > 500);
+    else
+        r = __ballot_sync(__activemask(), v < 250) ^ 0x10000000u;
+    unsigned int a = __all_sync(m, v < n) ? 1u : 0u;
+    unsigned int y = __any_sync(m, v == 7) ? 2u : 0u;
+    out[i] = r;
+    out[blockDim.x * gridDim.x + i] = a | y | (__ballot_sync(m, v & 1) << 2);
+}
+"""
+
+
+def test_lanes_of_one_warp_at_different_votes_get_their_own_answers(monkeypatch):
+    """Lanes of a warp wait at two ballots in the same round (the branch
+    splits every warp) and the last warp of each block is short (80
+    threads): each lane's answer is its group's, as the interpreter's,
+    although ``@warp_bits`` answers once a warp and instruction."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 1000, 240).astype(np.int32)
+    x[[5, 77, 130]] = 7
+    out = _same(DIVERGENT_VOTES, "votes", (3, 1, 1), (80, 1, 1),
+                [np.zeros(480, np.uint32), x], struct.pack("<i", 990), monkeypatch)
+    first = np.arange(240) % 80 % 3 == 0
+    ballots = out[0][:240]
+    assert len(set(ballots[first].tolist())) > 2  # answers differ by warp
+    assert not set(ballots[first].tolist()) & set(ballots[~first].tolist())
+
 BLOCK_SUM = r"""
 extern "C" __global__ void block_sum(const float* in, float* total, int n)
 {

@@ -24,7 +24,8 @@ slot 6 the shared window (one block's), 7 its size, 8 the threads' frames,
 9 a frame's bytes, 10 the threads' resume points (i32; -1 when finished),
 11 the local frames, 12 one frame's bytes, 13 the shared variables' offsets,
 14 the values published at warp instructions (i64 per thread), 15 their
-snapshot, 16 the snapshot of the resume points.
+snapshot (whole warps, then two i64 a warp: ``@warp_bits``' memo), 16 the
+snapshot of the resume points (whole warps).
 
 ``@shared_ptr``/``@local_ptr`` check an access against the window as the
 interpreter does (:func:`gpusafe.cpu.access.locate`: the size rounded up to
@@ -107,18 +108,33 @@ define internal i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
 """ + WARP_SPAN + """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
   %my = load i32, ptr %mysp
-  br label %loop
+  %tpbw = add i32 %tpb, 31
+  %wlanes = and i32 %tpbw, -32
+  %wi = lshr i32 %wb, 4
+  %mslot = add i32 %wlanes, %wi
+  %mk = getelementptr i64, ptr %snap, i32 %mslot
+  %mv = getelementptr i64, ptr %mk, i32 1
+  %key = load i64, ptr %mk
+  %my64 = zext i32 %my to i64
+  %want = add i64 %my64, 1
+  %hit = icmp eq i64 %key, %want
+  br i1 %hit, label %memo, label %loop
+memo:
+  %known = load i64, ptr %mv
+  ret i64 %known
 loop:
   %l = phi i32 [0, %entry], [%l1, %body]
   %pres = phi i64 [0, %entry], [%pres2, %body]
   %tr = phi i64 [0, %entry], [%tr2, %body]
-  %more = icmp ult i32 %l, %ws
+  %more = icmp ult i32 %l, 32
   br i1 %more, label %body, label %done
 body:
   %i = add i32 %wb, %l
   %sp = getelementptr i32, ptr %sstate, i32 %i
   %s = load i32, ptr %sp
-  %same = icmp eq i32 %s, %my
+  %inw = icmp ult i32 %l, %ws
+  %eqs = icmp eq i32 %s, %my
+  %same = and i1 %eqs, %inw
   %l64 = zext i32 %l to i64
   %bit = shl i64 1, %l64
   %vp = getelementptr i64, ptr %snap, i32 %i
@@ -138,9 +154,20 @@ body:
 done:
   %hi = shl i64 %tr, 32
   %r = or i64 %hi, %pres
+  store i64 %want, ptr %mk
+  store i64 %r, ptr %mv
   ret i64 %r
 }
 """
+"""``@warp_bits``: which lanes of the thread's warp stopped at its instruction
+(low word) and which of them published a true predicate (high word), over
+the snapshot.  Every lane stopped at the same instruction gets the same
+answer, so the first to ask stores it in its warp's memo (after the
+snapshot's whole warps: the state it was asked for plus one, and the
+answer; zeroed with every snapshot) and its warp-mates read it: one scan a
+warp instead of one a lane (a vote cost 32 lane reads a thread).  The scan
+runs over 32 lanes, masked past a short last warp, so LLVM vectorises it
+(the snapshot has whole warps)."""
 
 _WARP_EQUAL = """
 define internal i64 @warp_equal(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
@@ -290,6 +317,9 @@ entry:
   %lbytes = mul i64 %tpb64, %lstride
   %sbytes = mul i64 %tpb64, 4
   %pbytes = mul i64 %tpb64, 8
+  %tpbw = add i64 %tpb64, 31
+  %wlanes = and i64 %tpbw, -32
+  %mbytes = lshr i64 %wlanes, 1
   br label %block_head
 """
 """``@kernel``'s entry: the launch context's pointers and the block's sizes
@@ -430,6 +460,8 @@ round_go:
 snapshot:
   call void @llvm.memcpy.p0.p0.i64(ptr %snap, ptr %pub, i64 %pbytes, i1 false)
   call void @llvm.memcpy.p0.p0.i64(ptr %sstate, ptr %state, i64 %sbytes, i1 false)
+  %memo = getelementptr i64, ptr %snap, i64 %wlanes
+  call void @llvm.memset.p0.i64(ptr %memo, i8 0, i64 %mbytes, i1 false)
   br label %picked
 picked:
   br i1 %aw, label %round, label %after_warp
