@@ -533,6 +533,34 @@ def test_barrier_reductions(monkeypatch, live):
           struct.pack("<i", live), monkeypatch)
 
 
+
+BAR_COUNTS = r"""
+extern "C" __global__ void counts(int* out, const int* in, int n, int reps)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[t];
+    int c = 0;
+#pragma unroll 1
+    for (int k = 0; k < reps; k++) c = c * 1000 + __syncthreads_count(v > 300 * k);
+    int d = __syncthreads_and(v > 2) * 10 + __syncthreads_or(v > 990);
+    out[t] = c;
+    out[n + t] = d;
+}
+"""
+
+
+def test_a_barrier_count_in_a_loop_is_counted_each_time(monkeypatch):
+    """The same ``bar.red`` reached again with other predicates: its count,
+    kept once a block (``blocks._BLOCK_MEMO``), is counted again after every
+    snapshot; ``and``/``or`` use both memos (``@block_count``, ``@block_here``)."""
+    assert _ptx(BAR_COUNTS).count("bar.red.popc") == 1  # one instruction, three rounds
+    x = np.random.default_rng(12).integers(0, 1000, 192).astype(np.int32)
+    out = _same(BAR_COUNTS, "counts", (2, 1, 1), (96, 1, 1), [np.zeros(384, np.int32), x],
+                struct.pack("<ii", 192, 3), monkeypatch)
+    counts = out[0][:192]
+    assert len(set(counts.tolist())) == 2  # one a block
+    assert all(c // 10**6 > c // 1000 % 1000 > c % 1000 > 0 for c in counts.tolist())
+
 SPIN = r"""
 extern "C" __global__ void spin(int* flag, int* out)
 {

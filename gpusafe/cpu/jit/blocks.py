@@ -24,7 +24,8 @@ slot 6 the shared window (one block's), 7 its size, 8 the threads' frames,
 9 a frame's bytes, 10 the threads' resume points (i32; -1 when finished),
 11 the local frames, 12 one frame's bytes, 13 the shared variables' offsets,
 14 the values published at warp instructions (i64 per thread), 15 their
-snapshot (whole warps, then two i64 a warp: ``@warp_bits``' memo), 16 the
+snapshot (whole warps, then two i64 a warp: ``@warp_bits``' memo, and four:
+``bar.red``'s), 16 the
 snapshot of the resume points (whole warps).
 
 ``@shared_ptr``/``@local_ptr`` check an access against the window as the
@@ -207,15 +208,45 @@ done:
 }
 """
 
+_BLOCK_MEMO = """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  %tpbw = add i32 %tpb, 31
+  %wlanes = and i32 %tpbw, -32
+  %wmemo = lshr i32 %wlanes, 4
+  %mbase = add i32 %wlanes, %wmemo
+  %mslot = add i32 %mbase, {slot}
+  %mk = getelementptr i64, ptr %snap, i32 %mslot
+  %mv = getelementptr i64, ptr %mk, i32 1
+  %key = load i64, ptr %mk
+  %my64 = zext i32 %my to i64
+  %want = add i64 %my64, 1
+  %hit = icmp eq i64 %key, %want
+  br i1 %hit, label %memo, label %scan
+memo:
+  %known64 = load i64, ptr %mv
+  %known = trunc i64 %known64 to i32
+  ret i32 %known
+scan:
+"""
+"""The block's memo of a ``bar.red`` count (``{slot}`` 0: ``@block_count``,
+2: ``@block_here``), after the warps' memo: every thread waiting at the same
+instruction gets the same count, so it is counted once a block and
+snapshot, not once a thread (a block of 1024 threads scanned a million
+states at each ``__syncthreads_count``)."""
+
+_MEMO_STORE = """  %n64 = zext i32 %n to i64
+  store i64 %want, ptr %mk
+  store i64 %n64, ptr %mv
+  ret i32 %n
+"""
+
 _BLOCK_COUNT = """
 define internal i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
-  %my = load i32, ptr %mysp
-  br label %loop
+""" + _BLOCK_MEMO.format(slot=0) + """  br label %loop
 loop:
-  %i = phi i32 [0, %entry], [%i1, %body]
-  %n = phi i32 [0, %entry], [%n2, %body]
+  %i = phi i32 [0, %scan], [%i1, %body]
+  %n = phi i32 [0, %scan], [%n2, %body]
   %more = icmp ult i32 %i, %tpb
   br i1 %more, label %body, label %done
 body:
@@ -231,17 +262,14 @@ body:
   %i1 = add i32 %i, 1
   br label %loop
 done:
-  ret i32 %n
-}
+""" + _MEMO_STORE + """}
 
-define internal i32 @block_here(ptr %sstate, i32 %lin, i32 %tpb) {
+define internal i32 @block_here(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
-  %my = load i32, ptr %mysp
-  br label %loop
+""" + _BLOCK_MEMO.format(slot=2) + """  br label %loop
 loop:
-  %i = phi i32 [0, %entry], [%i1, %body]
-  %n = phi i32 [0, %entry], [%n2, %body]
+  %i = phi i32 [0, %scan], [%i1, %body]
+  %n = phi i32 [0, %scan], [%n2, %body]
   %more = icmp ult i32 %i, %tpb
   br i1 %more, label %body, label %done
 body:
@@ -253,8 +281,7 @@ body:
   %i1 = add i32 %i, 1
   br label %loop
 done:
-  ret i32 %n
-}
+""" + _MEMO_STORE + """}
 """
 
 _WARP_YIELDS = """
@@ -319,7 +346,8 @@ entry:
   %pbytes = mul i64 %tpb64, 8
   %tpbw = add i64 %tpb64, 31
   %wlanes = and i64 %tpbw, -32
-  %mbytes = lshr i64 %wlanes, 1
+  %wmbytes = lshr i64 %wlanes, 1
+  %mbytes = add i64 %wmbytes, 32
   br label %block_head
 """
 """``@kernel``'s entry: the launch context's pointers and the block's sizes

@@ -475,9 +475,9 @@ class _BlockBuffers:
         self.syms = np.array(offsets or [0], np.uint64)
         self.pub = np.zeros(tpb, np.uint64)
         # whole warps (the warp scans read 32 lanes, past a short last warp),
-        # then @warp_bits' memo: two words a warp (blocks.py)
+        # then @warp_bits' memo, two words a warp, and bar.red's, four (blocks.py)
         lanes = -(-tpb // 32) * 32
-        self.snap = np.zeros(lanes + lanes // 16, np.uint64)
+        self.snap = np.zeros(lanes + lanes // 16 + 4, np.uint64)
         self.sstate = np.zeros(lanes, np.int32)
 
     def fill(self, ctx: np.ndarray) -> None:
