@@ -25,8 +25,7 @@ slot 6 the shared window (one block's), 7 its size, 8 the threads' frames,
 11 the local frames, 12 one frame's bytes, 13 the shared variables' offsets,
 14 the values published at warp instructions (i64 per thread), 15 their
 snapshot (whole warps, then two i64 a warp: ``@warp_bits``' memo, and four:
-``bar.red``'s), 16 the
-snapshot of the resume points (whole warps).
+``bar.red``'s), 16 the snapshot of the resume points (whole warps).
 
 ``@shared_ptr``/``@local_ptr`` check an access against the window as the
 interpreter does (:func:`gpusafe.cpu.access.locate`: the size rounded up to
