@@ -181,13 +181,15 @@ loop:
   %l = phi i32 [0, %entry], [%l1, %body]
   %pres = phi i64 [0, %entry], [%pres2, %body]
   %eq = phi i64 [0, %entry], [%eq2, %body]
-  %more = icmp ult i32 %l, %ws
+  %more = icmp ult i32 %l, 32
   br i1 %more, label %body, label %done
 body:
   %i = add i32 %wb, %l
   %sp = getelementptr i32, ptr %sstate, i32 %i
   %s = load i32, ptr %sp
-  %same = icmp eq i32 %s, %my
+  %inw = icmp ult i32 %l, %ws
+  %eqs = icmp eq i32 %s, %my
+  %same = and i1 %eqs, %inw
   %l64 = zext i32 %l to i64
   %bit = shl i64 1, %l64
   %vp = getelementptr i64, ptr %snap, i32 %i
@@ -206,6 +208,10 @@ done:
   ret i64 %r
 }
 """
+"""``@warp_equal`` (``match``): the lanes stopped at the thread's instruction
+(high word) and those of them that published its value (low word).  Each
+lane's answer is its own, so no memo; the scan runs over 32 lanes, masked
+past a short last warp, so that LLVM vectorises it, as ``@warp_bits``'."""
 
 _BLOCK_MEMO = """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
   %my = load i32, ptr %mysp
