@@ -16,12 +16,14 @@ The interpreter's columns run with ``GPUSAFE_CPU_ENGINE=interp`` (the
 default, ``auto``, would compile these launches).  Each workload then runs
 again with ``GPUSAFE_CPU_ENGINE=jit``
 (:mod:`gpusafe.cpu.jit`): the JIT columns give a warm launch (compiled code
-cached), the first launch in brackets (lowering and compiling included) and
+cached; the best of :data:`JIT_RUNS`), the first launch in brackets (lowering and compiling included) and
 the warm time's ratio to numpy, checked against numpy too; a kernel the JIT
 does not cover says "fallback" and the reason is printed under the table.
 The last column is the scaling over cores: the warm launch with the blocks
 on one thread (``GPUSAFE_CPU_THREADS=1``) and its speed-up on all of them
 (``GPUSAFE_CPU_THREADS`` as set, default every CPU this process may use).
+The load average at the start and at the end is printed under the table:
+on a shared machine the figures are only comparable at a stated load.
 """
 
 from __future__ import annotations
@@ -133,9 +135,14 @@ class Row:
         return self.device_s / self.numpy_s
 
 
+JIT_RUNS = 5
+"""Warm JIT launches timed per column (the best is shown): a launch takes
+milliseconds, and one slow launch on a shared machine is noise, not the code."""
+
+
 def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) -> Row:
     """Runs the workload again with GPUSAFE_CPU_ENGINE=jit: the first launch
-    (compile included) and a warm one, checked against numpy like the
+    (compile included) and the best warm one, checked against numpy like the
     interpreter's; a kernel the JIT does not cover is named as a fallback."""
     from gpusafe.cpu.jit.engine import STATS
     before = len(STATS.fallbacks)
@@ -143,10 +150,10 @@ def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) 
     threads = os.environ.pop("GPUSAFE_CPU_THREADS", None)
     try:
         cold = launch()
-        warm = min(launch(), launch())
+        warm = min(launch() for _ in range(JIT_RUNS))
         verify()
         os.environ["GPUSAFE_CPU_THREADS"] = "1"
-        one = min(launch(), launch())
+        one = min(launch() for _ in range(JIT_RUNS))
         verify()
     finally:
         os.environ["GPUSAFE_CPU_ENGINE"] = "interp"
@@ -303,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         sizes = dict(vec=1 << 14, mat=64, red=1 << 14, hist=1 << 14)
 
+    load_start = os.getloadavg()[0]
     os.environ["GPUSAFE_CPU_ENGINE"] = "interp"  # the interpreter's columns; the JIT's below
     check(cuda.cuInit(0))
     dev = check(cuda.cuDeviceGet(0))
@@ -320,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     check(cuda.cuCtxDestroy(ctx))
     print_rows(rows)
+    print(f"load average (1 min) at the start {load_start:.2f}, at the end "
+          f"{os.getloadavg()[0]:.2f}, on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -423,6 +423,41 @@ def test_warp_shuffles_votes_and_syncwarp(monkeypatch, live):
           struct.pack("<i", live), monkeypatch)
 
 
+
+DIVERGENT_VOTES = r"""
+extern "C" __global__ void votes(unsigned int* out, const int* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[i];
+    unsigned int m = __activemask();
+    unsigned int r;
+    if (threadIdx.x % 3 == 0)
+        r = __ballot_sync(__activemask(), v > 500);
+    else
+        r = __ballot_sync(__activemask(), v < 250) ^ 0x10000000u;
+    unsigned int a = __all_sync(m, v < n) ? 1u : 0u;
+    unsigned int y = __any_sync(m, v == 7) ? 2u : 0u;
+    out[i] = r;
+    out[blockDim.x * gridDim.x + i] = a | y | (__ballot_sync(m, v & 1) << 2);
+}
+"""
+
+
+def test_lanes_of_one_warp_at_different_votes_get_their_own_answers(monkeypatch):
+    """Lanes of a warp wait at two ballots in the same round (the branch
+    splits every warp) and the last warp of each block is short (80
+    threads): each lane's answer is its group's, as the interpreter's,
+    although ``@warp_bits`` answers once a warp and instruction."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 1000, 240).astype(np.int32)
+    x[[5, 77, 130]] = 7
+    out = _same(DIVERGENT_VOTES, "votes", (3, 1, 1), (80, 1, 1),
+                [np.zeros(480, np.uint32), x], struct.pack("<i", 990), monkeypatch)
+    first = np.arange(240) % 80 % 3 == 0
+    ballots = out[0][:240]
+    assert len(set(ballots[first].tolist())) > 2  # answers differ by warp
+    assert not set(ballots[first].tolist()) & set(ballots[~first].tolist())
+
 BLOCK_SUM = r"""
 extern "C" __global__ void block_sum(const float* in, float* total, int n)
 {
@@ -497,6 +532,34 @@ def test_barrier_reductions(monkeypatch, live):
     _same(BAR_RED, "votes", (2, 1, 1), (80, 1, 1), [np.zeros(160, np.int32), x],
           struct.pack("<i", live), monkeypatch)
 
+
+
+BAR_COUNTS = r"""
+extern "C" __global__ void counts(int* out, const int* in, int n, int reps)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[t];
+    int c = 0;
+#pragma unroll 1
+    for (int k = 0; k < reps; k++) c = c * 1000 + __syncthreads_count(v > 300 * k);
+    int d = __syncthreads_and(v > 2) * 10 + __syncthreads_or(v > 990);
+    out[t] = c;
+    out[n + t] = d;
+}
+"""
+
+
+def test_a_barrier_count_in_a_loop_is_counted_each_time(monkeypatch):
+    """The same ``bar.red`` reached again with other predicates: its count,
+    kept once a block (``blocks._BLOCK_MEMO``), is counted again after every
+    snapshot; ``and``/``or`` use both memos (``@block_count``, ``@block_here``)."""
+    assert _ptx(BAR_COUNTS).count("bar.red.popc") == 1  # one instruction, three rounds
+    x = np.random.default_rng(12).integers(0, 1000, 192).astype(np.int32)
+    out = _same(BAR_COUNTS, "counts", (2, 1, 1), (96, 1, 1), [np.zeros(384, np.int32), x],
+                struct.pack("<ii", 192, 3), monkeypatch)
+    counts = out[0][:192]
+    assert len(set(counts.tolist())) == 2  # one a block
+    assert all(c // 10**6 > c // 1000 % 1000 > c % 1000 > 0 for c in counts.tolist())
 
 SPIN = r"""
 extern "C" __global__ void spin(int* flag, int* out)

@@ -24,7 +24,8 @@ slot 6 the shared window (one block's), 7 its size, 8 the threads' frames,
 9 a frame's bytes, 10 the threads' resume points (i32; -1 when finished),
 11 the local frames, 12 one frame's bytes, 13 the shared variables' offsets,
 14 the values published at warp instructions (i64 per thread), 15 their
-snapshot, 16 the snapshot of the resume points.
+snapshot (whole warps, then two i64 a warp: ``@warp_bits``' memo, and four:
+``bar.red``'s), 16 the snapshot of the resume points (whole warps).
 
 ``@shared_ptr``/``@local_ptr`` check an access against the window as the
 interpreter does (:func:`gpusafe.cpu.access.locate`: the size rounded up to
@@ -107,18 +108,33 @@ define internal i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
 """ + WARP_SPAN + """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
   %my = load i32, ptr %mysp
-  br label %loop
+  %tpbw = add i32 %tpb, 31
+  %wlanes = and i32 %tpbw, -32
+  %wi = lshr i32 %wb, 4
+  %mslot = add i32 %wlanes, %wi
+  %mk = getelementptr i64, ptr %snap, i32 %mslot
+  %mv = getelementptr i64, ptr %mk, i32 1
+  %key = load i64, ptr %mk
+  %my64 = zext i32 %my to i64
+  %want = add i64 %my64, 1
+  %hit = icmp eq i64 %key, %want
+  br i1 %hit, label %memo, label %loop
+memo:
+  %known = load i64, ptr %mv
+  ret i64 %known
 loop:
   %l = phi i32 [0, %entry], [%l1, %body]
   %pres = phi i64 [0, %entry], [%pres2, %body]
   %tr = phi i64 [0, %entry], [%tr2, %body]
-  %more = icmp ult i32 %l, %ws
+  %more = icmp ult i32 %l, 32
   br i1 %more, label %body, label %done
 body:
   %i = add i32 %wb, %l
   %sp = getelementptr i32, ptr %sstate, i32 %i
   %s = load i32, ptr %sp
-  %same = icmp eq i32 %s, %my
+  %inw = icmp ult i32 %l, %ws
+  %eqs = icmp eq i32 %s, %my
+  %same = and i1 %eqs, %inw
   %l64 = zext i32 %l to i64
   %bit = shl i64 1, %l64
   %vp = getelementptr i64, ptr %snap, i32 %i
@@ -138,9 +154,20 @@ body:
 done:
   %hi = shl i64 %tr, 32
   %r = or i64 %hi, %pres
+  store i64 %want, ptr %mk
+  store i64 %r, ptr %mv
   ret i64 %r
 }
 """
+"""``@warp_bits``: which lanes of the thread's warp stopped at its instruction
+(low word) and which of them published a true predicate (high word), over
+the snapshot.  Every lane stopped at the same instruction gets the same
+answer, so the first to ask stores it in its warp's memo (after the
+snapshot's whole warps: the state it was asked for plus one, and the
+answer; zeroed with every snapshot) and its warp-mates read it: one scan a
+warp instead of one a lane (a vote cost 32 lane reads a thread).  The scan
+runs over 32 lanes, masked past a short last warp, so LLVM vectorises it
+(the snapshot has whole warps)."""
 
 _WARP_EQUAL = """
 define internal i64 @warp_equal(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
@@ -154,13 +181,15 @@ loop:
   %l = phi i32 [0, %entry], [%l1, %body]
   %pres = phi i64 [0, %entry], [%pres2, %body]
   %eq = phi i64 [0, %entry], [%eq2, %body]
-  %more = icmp ult i32 %l, %ws
+  %more = icmp ult i32 %l, 32
   br i1 %more, label %body, label %done
 body:
   %i = add i32 %wb, %l
   %sp = getelementptr i32, ptr %sstate, i32 %i
   %s = load i32, ptr %sp
-  %same = icmp eq i32 %s, %my
+  %inw = icmp ult i32 %l, %ws
+  %eqs = icmp eq i32 %s, %my
+  %same = and i1 %eqs, %inw
   %l64 = zext i32 %l to i64
   %bit = shl i64 1, %l64
   %vp = getelementptr i64, ptr %snap, i32 %i
@@ -179,16 +208,50 @@ done:
   ret i64 %r
 }
 """
+"""``@warp_equal`` (``match``): the lanes stopped at the thread's instruction
+(high word) and those of them that published its value (low word).  Each
+lane's answer is its own, so no memo; the scan runs over 32 lanes, masked
+past a short last warp, so that LLVM vectorises it, as ``@warp_bits``'."""
+
+_BLOCK_MEMO = """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
+  %my = load i32, ptr %mysp
+  %tpbw = add i32 %tpb, 31
+  %wlanes = and i32 %tpbw, -32
+  %wmemo = lshr i32 %wlanes, 4
+  %mbase = add i32 %wlanes, %wmemo
+  %mslot = add i32 %mbase, {slot}
+  %mk = getelementptr i64, ptr %snap, i32 %mslot
+  %mv = getelementptr i64, ptr %mk, i32 1
+  %key = load i64, ptr %mk
+  %my64 = zext i32 %my to i64
+  %want = add i64 %my64, 1
+  %hit = icmp eq i64 %key, %want
+  br i1 %hit, label %memo, label %scan
+memo:
+  %known64 = load i64, ptr %mv
+  %known = trunc i64 %known64 to i32
+  ret i32 %known
+scan:
+"""
+"""The block's memo of a ``bar.red`` count (``{slot}`` 0: ``@block_count``,
+2: ``@block_here``), after the warps' memo: every thread waiting at the same
+instruction gets the same count, so it is counted once a block and
+snapshot, not once a thread (a block of 1024 threads scanned a million
+states at each ``__syncthreads_count``)."""
+
+_MEMO_STORE = """  %n64 = zext i32 %n to i64
+  store i64 %want, ptr %mk
+  store i64 %n64, ptr %mv
+  ret i32 %n
+"""
 
 _BLOCK_COUNT = """
 define internal i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
-  %my = load i32, ptr %mysp
-  br label %loop
+""" + _BLOCK_MEMO.format(slot=0) + """  br label %loop
 loop:
-  %i = phi i32 [0, %entry], [%i1, %body]
-  %n = phi i32 [0, %entry], [%n2, %body]
+  %i = phi i32 [0, %scan], [%i1, %body]
+  %n = phi i32 [0, %scan], [%n2, %body]
   %more = icmp ult i32 %i, %tpb
   br i1 %more, label %body, label %done
 body:
@@ -204,17 +267,14 @@ body:
   %i1 = add i32 %i, 1
   br label %loop
 done:
-  ret i32 %n
-}
+""" + _MEMO_STORE + """}
 
-define internal i32 @block_here(ptr %sstate, i32 %lin, i32 %tpb) {
+define internal i32 @block_here(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-  %mysp = getelementptr i32, ptr %sstate, i32 %lin
-  %my = load i32, ptr %mysp
-  br label %loop
+""" + _BLOCK_MEMO.format(slot=2) + """  br label %loop
 loop:
-  %i = phi i32 [0, %entry], [%i1, %body]
-  %n = phi i32 [0, %entry], [%n2, %body]
+  %i = phi i32 [0, %scan], [%i1, %body]
+  %n = phi i32 [0, %scan], [%n2, %body]
   %more = icmp ult i32 %i, %tpb
   br i1 %more, label %body, label %done
 body:
@@ -226,8 +286,7 @@ body:
   %i1 = add i32 %i, 1
   br label %loop
 done:
-  ret i32 %n
-}
+""" + _MEMO_STORE + """}
 """
 
 _WARP_YIELDS = """
@@ -290,6 +349,10 @@ entry:
   %lbytes = mul i64 %tpb64, %lstride
   %sbytes = mul i64 %tpb64, 4
   %pbytes = mul i64 %tpb64, 8
+  %tpbw = add i64 %tpb64, 31
+  %wlanes = and i64 %tpbw, -32
+  %wmbytes = lshr i64 %wlanes, 1
+  %mbytes = add i64 %wmbytes, 32
   br label %block_head
 """
 """``@kernel``'s entry: the launch context's pointers and the block's sizes
@@ -430,6 +493,8 @@ round_go:
 snapshot:
   call void @llvm.memcpy.p0.p0.i64(ptr %snap, ptr %pub, i64 %pbytes, i1 false)
   call void @llvm.memcpy.p0.p0.i64(ptr %sstate, ptr %state, i64 %sbytes, i1 false)
+  %memo = getelementptr i64, ptr %snap, i64 %wlanes
+  call void @llvm.memset.p0.i64(ptr %memo, i8 0, i64 %mbytes, i1 false)
   br label %picked
 picked:
   br i1 %aw, label %round, label %after_warp

@@ -474,8 +474,11 @@ class _BlockBuffers:
         self.state = np.zeros(tpb, np.int32)
         self.syms = np.array(offsets or [0], np.uint64)
         self.pub = np.zeros(tpb, np.uint64)
-        self.snap = np.zeros(tpb, np.uint64)
-        self.sstate = np.zeros(tpb, np.int32)
+        # whole warps (the warp scans read 32 lanes, past a short last warp),
+        # then @warp_bits' memo, two words a warp, and bar.red's, four (blocks.py)
+        lanes = -(-tpb // 32) * 32
+        self.snap = np.zeros(lanes + lanes // 16 + 4, np.uint64)
+        self.sstate = np.zeros(lanes, np.int32)
 
     def fill(self, ctx: np.ndarray) -> None:
         ctx[6] = self.shared.ctypes.data

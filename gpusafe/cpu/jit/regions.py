@@ -132,7 +132,7 @@ class BarrierLowering(Values):
             self.emit(f"{r} = icmp ne i32 {n}, 0")
         else:
             here = self.new()
-            self.emit(f"{here} = call i32 @block_here(ptr %sstate, i32 %lin, i32 %tpb)\n"
+            self.emit(f"{here} = call i32 @block_here(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)\n"
                       f"  {r} = icmp eq i32 {n}, {here}")
         self.write(d, "pred", r)
 
