@@ -103,23 +103,31 @@ WARP_SPAN = """\
 ``%wb`` and its size ``%ws`` (the last warp may be short); the prologue of
 every helper that scans a warp's threads."""
 
+
+def _memo_lookup(slot: str, miss: str) -> str:
+    """The start of a helper that memoises its answer in the snapshot: the
+    thread's resume state ``%my``, the memo's key and value (``%mk``,
+    ``%mv``, at the ``%mslot`` that ``slot`` computes from ``%wlanes``), and
+    a branch to ``memo`` when the key is this state's, else to ``miss``."""
+    return ("  %mysp = getelementptr i32, ptr %sstate, i32 %lin\n"
+            "  %my = load i32, ptr %mysp\n"
+            "  %tpbw = add i32 %tpb, 31\n"
+            "  %wlanes = and i32 %tpbw, -32\n"
+            + slot
+            + "  %mk = getelementptr i64, ptr %snap, i32 %mslot\n"
+            "  %mv = getelementptr i64, ptr %mk, i32 1\n"
+            "  %key = load i64, ptr %mk\n"
+            "  %my64 = zext i32 %my to i64\n"
+            "  %want = add i64 %my64, 1\n"
+            "  %hit = icmp eq i64 %key, %want\n"
+            f"  br i1 %hit, label %memo, label %{miss}\n")
+
+
 _WARP_BITS = """
 define internal i64 @warp_bits(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-""" + WARP_SPAN + """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
-  %my = load i32, ptr %mysp
-  %tpbw = add i32 %tpb, 31
-  %wlanes = and i32 %tpbw, -32
-  %wi = lshr i32 %wb, 4
-  %mslot = add i32 %wlanes, %wi
-  %mk = getelementptr i64, ptr %snap, i32 %mslot
-  %mv = getelementptr i64, ptr %mk, i32 1
-  %key = load i64, ptr %mk
-  %my64 = zext i32 %my to i64
-  %want = add i64 %my64, 1
-  %hit = icmp eq i64 %key, %want
-  br i1 %hit, label %memo, label %loop
-memo:
+""" + WARP_SPAN + _memo_lookup("  %wi = lshr i32 %wb, 4\n  %mslot = add i32 %wlanes, %wi\n",
+                                  "loop") + """memo:
   %known = load i64, ptr %mv
   ret i64 %known
 loop:
@@ -213,21 +221,8 @@ done:
 lane's answer is its own, so no memo; the scan runs over 32 lanes, masked
 past a short last warp, so that LLVM vectorises it, as ``@warp_bits``'."""
 
-_BLOCK_MEMO = """  %mysp = getelementptr i32, ptr %sstate, i32 %lin
-  %my = load i32, ptr %mysp
-  %tpbw = add i32 %tpb, 31
-  %wlanes = and i32 %tpbw, -32
-  %wmemo = lshr i32 %wlanes, 4
-  %mbase = add i32 %wlanes, %wmemo
-  %mslot = add i32 %mbase, {slot}
-  %mk = getelementptr i64, ptr %snap, i32 %mslot
-  %mv = getelementptr i64, ptr %mk, i32 1
-  %key = load i64, ptr %mk
-  %my64 = zext i32 %my to i64
-  %want = add i64 %my64, 1
-  %hit = icmp eq i64 %key, %want
-  br i1 %hit, label %memo, label %scan
-memo:
+_BLOCK_MEMO = _memo_lookup("  %wmemo = lshr i32 %wlanes, 4\n  %mbase = add i32 %wlanes, %wmemo\n"
+                           "  %mslot = add i32 %mbase, {slot}\n", "scan") + """memo:
   %known64 = load i64, ptr %mv
   %known = trunc i64 %known64 to i32
   ret i32 %known
