@@ -561,6 +561,31 @@ def test_a_barrier_count_in_a_loop_is_counted_each_time(monkeypatch):
     assert len(set(counts.tolist())) == 2  # one a block
     assert all(c // 10**6 > c // 1000 % 1000 > c % 1000 > 0 for c in counts.tolist())
 
+BAR_RED_SPLIT = r"""
+extern "C" __global__ void split(int* out, const int* in)
+{
+    int t = threadIdx.x;
+    int v = in[t];
+    int c;
+    if (t < 40) c = __syncthreads_count(v > 500) * 10 + __syncthreads_and(v > 20);
+    else c = __syncthreads_count(v > 100) * 10 + __syncthreads_and(v > 50) + 100000;
+    out[t] = c;
+}
+"""
+
+
+def test_threads_at_two_barrier_reductions_of_one_id_are_reduced_together(monkeypatch):
+    """Undefined on a GPU, but the engines agree: the interpreter reduces over
+    the lanes released together by barrier id, so the JIT counts the threads
+    waiting at either ``bar.red`` of id 0, not those at its own instruction."""
+    assert _ptx(BAR_RED_SPLIT).count("bar.red.popc") == 2
+    x = np.random.default_rng(5).integers(0, 1000, 96).astype(np.int32)
+    out = _same(BAR_RED_SPLIT, "split", (1, 1, 1), (96, 1, 1), [np.zeros(96, np.int32), x],
+                b"", monkeypatch)
+    both = (x[:40] > 500).sum() + (x[40:] > 100).sum()
+    assert (out[0] % 100000 // 10 == both).all()
+
+
 SPIN = r"""
 extern "C" __global__ void spin(int* flag, int* out)
 {

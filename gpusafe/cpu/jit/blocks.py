@@ -234,6 +234,27 @@ instruction gets the same count, so it is counted once a block and
 snapshot, not once a thread (a block of 1024 threads scanned a million
 states at each ``__syncthreads_count``)."""
 
+_SAME_BARRIER_HEAD = """  %mypp = getelementptr i64, ptr %snap, i32 %lin
+  %mypub = load i64, ptr %mypp
+  %myid = lshr i64 %mypub, 1
+"""
+"""The barrier id the thread published at its ``bar.red`` (``regions.bar_red``)."""
+
+_SAME_BARRIER = """  %sp = getelementptr i32, ptr %sstate, i32 %i
+  %s = load i32, ptr %sp
+  %s3 = and i32 %s, 3
+  %red = icmp eq i32 %s3, 2
+  %vp = getelementptr i64, ptr %snap, i32 %i
+  %v = load i64, ptr %vp
+  %vid = lshr i64 %v, 1
+  %sameid = icmp eq i64 %vid, %myid
+  %same = and i1 %red, %sameid
+"""
+"""Whether thread ``%i`` waits at a ``bar.red`` (a block-wide suspension that
+exchanges values: state bits 1 and 0 are 2 and only ``bar.red`` suspends so)
+of the thread's barrier id: the interpreter reduces over the lanes released
+together by barrier id, whichever ``bar.red`` instruction each waits at."""
+
 _MEMO_STORE = """  %n64 = zext i32 %n to i64
   store i64 %want, ptr %mk
   store i64 %n64, ptr %mv
@@ -243,19 +264,15 @@ _MEMO_STORE = """  %n64 = zext i32 %n to i64
 _BLOCK_COUNT = """
 define internal i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-""" + _BLOCK_MEMO.format(slot=0) + """  br label %loop
+""" + _BLOCK_MEMO.format(slot=0) + _SAME_BARRIER_HEAD + """  br label %loop
 loop:
   %i = phi i32 [0, %scan], [%i1, %body]
   %n = phi i32 [0, %scan], [%n2, %body]
   %more = icmp ult i32 %i, %tpb
   br i1 %more, label %body, label %done
 body:
-  %sp = getelementptr i32, ptr %sstate, i32 %i
-  %s = load i32, ptr %sp
-  %same = icmp eq i32 %s, %my
-  %vp = getelementptr i64, ptr %snap, i32 %i
-  %v = load i64, ptr %vp
-  %vt = icmp ne i64 %v, 0
+""" + _SAME_BARRIER + """  %vb = and i64 %v, 1
+  %vt = icmp ne i64 %vb, 0
   %t = and i1 %same, %vt
   %inc = zext i1 %t to i32
   %n2 = add i32 %n, %inc
@@ -266,17 +283,14 @@ done:
 
 define internal i32 @block_here(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb) {
 entry:
-""" + _BLOCK_MEMO.format(slot=2) + """  br label %loop
+""" + _BLOCK_MEMO.format(slot=2) + _SAME_BARRIER_HEAD + """  br label %loop
 loop:
   %i = phi i32 [0, %scan], [%i1, %body]
   %n = phi i32 [0, %scan], [%n2, %body]
   %more = icmp ult i32 %i, %tpb
   br i1 %more, label %body, label %done
 body:
-  %sp = getelementptr i32, ptr %sstate, i32 %i
-  %s = load i32, ptr %sp
-  %same = icmp eq i32 %s, %my
-  %inc = zext i1 %same to i32
+""" + _SAME_BARRIER + """  %inc = zext i1 %same to i32
   %n2 = add i32 %n, %inc
   %i1 = add i32 %i, 1
   br label %loop

@@ -108,8 +108,8 @@ class BarrierLowering(Values):
 
     def bar_red(self, instr: nodes.Instruction, mods: list[str]) -> None:
         """``bar.red.{popc,and,or}``: a barrier that reduces a predicate over
-        the block's threads waiting at it (the interpreter reduces over the
-        lanes released together)."""
+        the block's threads waiting at a ``bar.red`` of the same id, as the
+        interpreter reduces over the lanes released together by barrier id."""
         ops = instr.operands
         kind = [m for m in mods if m in ("popc", "and", "or")]
         if len(kind) != 1 or sorted(mods) != sorted(kind + [("u32" if kind == ["popc"]
@@ -117,10 +117,15 @@ class BarrierLowering(Values):
             raise self.fail(f"only bar.red.popc.u32/.and.pred/.or.pred without a thread "
                             f"count ({mods})")
         d, bar_id, pred = ops
-        self.read(bar_id, "u32")
+        ident = self.read(bar_id, "u32")
         value = self.adapt(self.read(pred, "pred"), 1, 64, False)
-        p = self.new()
-        self.emit(f"{p} = getelementptr i64, ptr %pub, i32 %lin\n  store i64 {value}, ptr {p}")
+        # published: the predicate in bit 0, the barrier id above it (the
+        # interpreter reduces over the threads waiting at the same id,
+        # whichever bar.red instruction each waits at)
+        low, wide, shifted, both, p = (self.new() for _ in range(5))
+        self.emit(f"{low} = and i32 {ident}, 15\n  {wide} = zext i32 {low} to i64\n"
+                  f"  {shifted} = shl i64 {wide}, 1\n  {both} = or i64 {value}, {shifted}\n"
+                  f"  {p} = getelementptr i64, ptr %pub, i32 %lin\n  store i64 {both}, ptr {p}")
         self.suspend(warp=False, exchange=True)
         n = self.new()
         self.emit(f"{n} = call i32 @block_count(ptr %snap, ptr %sstate, i32 %lin, i32 %tpb)")
