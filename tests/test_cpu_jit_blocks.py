@@ -586,6 +586,49 @@ def test_threads_at_two_barrier_reductions_of_one_id_are_reduced_together(monkey
     assert (out[0] % 100000 // 10 == both).all()
 
 
+CALLEE_SYNC = r"""
+__device__ __noinline__ int swap(unsigned mask, int v) { return __shfl_xor_sync(mask, v, 1); }
+__device__ __noinline__ int votes(int v) { return __popc(__ballot_sync(0xffffffffu, v > 500)); }
+__device__ __noinline__ int stage(int* s, int v)
+{
+    int b = blockIdx.x * blockDim.x;
+    s[b + threadIdx.x] = v;
+    __syncthreads();
+    return s[b + (threadIdx.x + 1) % blockDim.x];
+}
+
+extern "C" __global__ void calls(int* out, const int* in, int* s)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[t];
+    int lane = threadIdx.x % 32;
+    int r;
+    if (lane < 16) r = swap(0x0000ffffu, v);            // two call sites of one callee,
+    else r = swap(0xffff0000u, v * 2) + 1000;         // each half of the warp at its own
+    r += votes(v) * 100000;
+    out[t] = r + stage(s, v) * 7;
+}
+"""
+
+
+def test_warp_instructions_and_barriers_inside_called_functions(monkeypatch):
+    """A device function with a shuffle, a vote or a barrier is inlined at each
+    call site; the lanes meet at the instruction of their own copy, as the
+    interpreter gathers them at the call: the halves of a warp that call
+    ``swap`` from different sites exchange within their half."""
+    ptx = _ptx(CALLEE_SYNC)
+    assert ptx.count("call.uni") + ptx.count("call ") >= 4  # the calls stay calls
+    x = np.random.default_rng(9).integers(0, 1000, 192).astype(np.int32)
+    out = _same(CALLEE_SYNC, "calls", (2, 1, 1), (96, 1, 1),
+                [np.zeros(192, np.int32), x, np.zeros(192, np.int32)], b"", monkeypatch)
+    lane = np.arange(192) % 32
+    partner = np.arange(192) ^ 1
+    swapped = np.where(lane < 16, x[partner], x[partner] * 2 + 1000)
+    ring = x.reshape(2, 96)[:, (np.arange(96) + 1) % 96].ravel()
+    warps = (x > 500).reshape(6, 32).sum(axis=1).repeat(32)
+    assert (out[0] == swapped + warps * 100000 + ring * 7).all()
+
+
 SPIN = r"""
 extern "C" __global__ void spin(int* flag, int* out)
 {

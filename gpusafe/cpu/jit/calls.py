@@ -12,8 +12,10 @@ labels; ``vprintf`` calls back into Python (:meth:`CallLowering.printf_call`).
 Refused, with the reason: indirect calls, external functions other than
 ``vprintf`` (``malloc``, ``free``, ``__assertfail``), recursion, callees with ``.local``/``.shared``
 variables (the interpreter grows the thread's stack for their frame, which
-moves the bound of a bad local access), barriers or warp-synchronous
-instructions (their gathering at calls is the interpreter's business).
+moves the bound of a bad local access).  A barrier or warp-synchronous
+instruction in a callee suspends as in the kernel: the lanes that meet at it
+are those at the same instruction of the same inlined copy, as the
+interpreter gathers the lanes that reach one call site before they call.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from gpusafe_instrument import nodes
 from .devcalls import PRINTF, PRINTF_LOCAL, PRINTF_SHARED
 from .values import BITS, Unsupported, Values, llvm_type, split_type
 
-_SUSPENDING = {"bar", "barrier", "shfl", "vote", "redux", "match", "elect", "activemask"}
 MAX_INLINED = 20000
 """Flat instructions after inlining, at most: a call tree that big stays on
 the interpreter rather than make a huge LLVM function."""
@@ -228,10 +229,6 @@ class CallLowering(Values):
                 elif isinstance(s, nodes.Variable) and s.space != ".param":
                     raise Unsupported(f"call of {callee.name}: a device function with "
                                       f"{s.space} variables", s.line)
-                elif isinstance(s, nodes.Instruction) and (
-                        s.op in _SUSPENDING or s.opcode.startswith("bar")):
-                    raise Unsupported(f"call of {callee.name}: {s.opcode} in a device "
-                                      "function", s.line)
         walk(callee.body or [])
 
     def note_ret(self, index: int) -> None:
