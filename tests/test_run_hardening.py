@@ -330,7 +330,10 @@ def test_a_kernel_the_jit_leaves_to_the_interpreter_is_named_in_the_report(tmp_p
     app = _program(tmp_path, """\
     src = '''
     extern "C" __global__ void twice(int* p) {
-        int v = ((volatile int*)p)[threadIdx.x];  // ld.volatile: outside the JIT's reach
+        __shared__ int s[32];
+        s[threadIdx.x] = p[threadIdx.x];
+        __syncwarp();
+        int v = ((volatile int*)s)[threadIdx.x];  // ld.volatile.shared: outside the JIT's reach
         p[threadIdx.x] = 2 * (v + threadIdx.x);
     }
     '''
