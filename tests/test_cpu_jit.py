@@ -60,6 +60,16 @@ extern "C" __global__ void rev(int* out, const int* in)
 """
 
 
+def on_both_engines(ptx: str, monkeypatch):
+    """``(engine, memory, program)`` on the interpreter, then on the JIT, each
+    with ``GPUSAFE_CPU_ENGINE`` set and a fresh memory: what a test compares
+    between the engines (the JIT test modules share it)."""
+    for engine in ("interpreter", "jit"):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+        mem = DeviceMemory()
+        yield engine, mem, Program(ptx, mem)
+
+
 def engine_notes(monkeypatch) -> list[str]:
     """Collects each launch's ``engine_note`` (which engine ran it, and why),
     a failed launch's too (the JIT test modules share it)."""
@@ -141,10 +151,7 @@ def test_illegal_address_is_the_interpreters_error(monkeypatch):
     from gpusafe.cpu.errors import IllegalAddress
     ptx = nvrtc_compile(VADD, "k.cu", "compute_75", ())
     messages = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(ptx, mem)
+    for _, mem, program in on_both_engines(ptx, monkeypatch):
         base = mem.alloc(64)
         with pytest.raises(IllegalAddress) as e:
             program.launch("vadd", (1, 1, 1), (1, 1, 1), 0,
@@ -232,10 +239,7 @@ def test_misaligned_access_is_the_interpreters_error(monkeypatch):
     from gpusafe.cpu.errors import MisalignedAddress
     ptx = nvrtc_compile(VADD, "k.cu", "compute_75", ())
     messages = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(ptx, mem)
+    for _, mem, program in on_both_engines(ptx, monkeypatch):
         base = mem.alloc(64)
         with pytest.raises(MisalignedAddress) as e:
             program.launch("vadd", (1, 1, 1), (2, 1, 1), 0,
@@ -760,10 +764,7 @@ def test_indexed_branch_is_the_interpreters(monkeypatch):
           struct.pack("<iI", 90, 3), monkeypatch)
     ptx = nvrtc_compile(JUMPS, "k.cu", "compute_75", ())
     messages = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(ptx, mem)
+    for _, mem, program in on_both_engines(ptx, monkeypatch):
         out, s = mem.alloc(360), mem.alloc(360)
         mem.write(s, sel)
         notes = engine_notes(monkeypatch)
@@ -823,10 +824,7 @@ def test_printf_runs_compiled_with_the_interpreters_text(options, monkeypatch):
     ptx = nvrtc_compile(PRINTF, "k.cu", "compute_75", options)
     x = np.linspace(-2, 5, 40).astype(np.float32)
     results = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(ptx, mem)
+    for _, mem, program in on_both_engines(ptx, monkeypatch):
         out, xs = mem.alloc(160), mem.alloc(160)
         mem.write(xs, x)
         notes = engine_notes(monkeypatch)

@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 import pytest
-from test_cpu_jit import _launch, engine_notes
+from test_cpu_jit import _launch, engine_notes, on_both_engines
 
 from gpusafe.cpu.errors import IllegalAddress, MisalignedAddress
 from gpusafe.cpu.jit.lower import lower_kernel
@@ -259,10 +259,7 @@ extern "C" __global__ void over(int* out, int k)
 def test_a_shared_overrun_is_the_interpreters_error(monkeypatch, k, error):
     messages = []
     counts = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(_ptx(OVERRUN), mem)
+    for _, mem, program in on_both_engines(_ptx(OVERRUN), monkeypatch):
         out = mem.alloc(4 * 32)
         with pytest.raises(error) as e:
             program.launch("over", (1, 1, 1), (32, 1, 1), 256, struct.pack("<Qi", out, k))
@@ -286,10 +283,7 @@ extern "C" __global__ void mis(int* out, int k)
 
 def test_a_misaligned_shared_read_is_the_interpreters_error(monkeypatch):
     messages = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(_ptx(MISALIGNED), mem)
+    for _, mem, program in on_both_engines(_ptx(MISALIGNED), monkeypatch):
         out = mem.alloc(4 * 32)
         with pytest.raises(MisalignedAddress) as e:
             program.launch("mis", (1, 1, 1), (32, 1, 1), 0, struct.pack("<Qi", out, 2))
@@ -807,10 +801,7 @@ def test_shared_loads_checked_once_per_run_fault_where_the_interpreter_does(
               struct.pack("<i", shift), monkeypatch)
         return
     seen = []
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
-        mem = DeviceMemory()
-        program = Program(_ptx(RUN), mem)
+    for _, mem, program in on_both_engines(_ptx(RUN), monkeypatch):
         out = mem.alloc(4)
         notes = engine_notes(monkeypatch)
         with pytest.raises(error) as e:

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernels.specs import SPECS, KernelSpec
-from test_cpu_jit import engine_notes
+from test_cpu_jit import engine_notes, on_both_engines
 from test_cpu_kernels import _numba_array
 from test_instrument_specs import _params, _place, _shrinkable
 
@@ -219,11 +219,8 @@ def test_numba_and_llvm_kernels_are_identical_on_both_engines(case, monkeypatch)
     (kernel,) = module.entries
     reason = _lowers(module.ptx, kernel)
     results = {}
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    for engine, mem, program in on_both_engines(module.ptx, monkeypatch):
         notes = engine_notes(monkeypatch)
-        mem = DeviceMemory()
-        program = Program(module.ptx, mem)
         raw, addrs = b"", []
         for a in args:
             if isinstance(a, np.ndarray):
@@ -322,11 +319,8 @@ def test_generated_kernels_are_identical_on_both_engines(src, monkeypatch):
     fa = (rng.integers(-64, 64, N) / 8).astype(np.float32)
     text = nvrtc_compile(src, "gen.cu", "compute_75", ())
     results = {}
-    for engine in ("interpreter", "jit"):
-        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    for engine, mem, program in on_both_engines(text, monkeypatch):
         notes = engine_notes(monkeypatch)
-        mem = DeviceMemory()
-        program = Program(text, mem)
         bufs = [np.zeros(N, np.int32), np.zeros(N, np.float32), ia, fa, np.zeros(N, np.int32)]
         addrs = []
         for b in bufs:
