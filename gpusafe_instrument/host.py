@@ -11,7 +11,11 @@ around one launch of an instrumented kernel:
 4. :func:`kernel_params` appends the hidden parameter to the packed
    parameters: the context's address (one trailing ``.u64``);
 5. after the launch, :func:`decode_violations` turns the buffer back into
-   :class:`DeviceViolation` records (kinds, sites, threads).
+   :class:`DeviceViolation` records (kinds, sites, threads), and
+   :func:`decode_tallies` the site tallies below it (issue 14, design B: an
+   inline check counts its failing accesses per site and keeps the first
+   offenders' addresses and threads; their kinds and allocations are
+   classified here, in the order the runtime judges them).
 
 A context whose kernels call the device heap (in-kernel ``malloc``/``free``)
 also gets an empty heap table (:func:`heap_table`), which the device runtime
@@ -60,6 +64,9 @@ class DeviceViolation:
     tag: int
     thread: tuple[int, int, int]
     block: tuple[int, int, int]
+    count: int = 1
+    """Occurrences it stands for: a site tally keeps its first offenders and
+    counts the rest, which the last offender kept stands for."""
 
 
 @dataclass(frozen=True)
@@ -251,3 +258,99 @@ def decode_violations(data: bytes, sites: SiteTable) -> tuple[list[DeviceViolati
             block=tuple(r["block"]),  # type: ignore[arg-type]
         ))
     return out, int(head["dropped"])  # type: ignore[arg-type]
+
+
+def tally_area_size(sites: SiteTable) -> int:
+    """Bytes of the site tallies that lie below a violation buffer's header."""
+    return sites.tally_count * layout.tally_size()
+
+
+def context_roots(kernel: KernelInfo, context: bytes) -> list[ResolvedRoot]:
+    """The roots' bounds as a launch context holds them: what the device
+    judged root accesses against (``value`` is not kept: 0)."""
+    out = []
+    for i in range(len(kernel.roots)):
+        b = layout.ROOT_BOUNDS.unpack(context, layout.root_offset(i))
+        out.append(ResolvedRoot(0, int(b["low"]), int(b["high"]),  # type: ignore[arg-type]
+                                int(b["tag"]), b["state"] == layout.ALLOC_LIVE))  # type: ignore[arg-type]
+    return out
+
+
+class UnclassifiedTally(ValueError):
+    """The device counted an access the host finds good: the two sides of
+    the ABI disagree (gpusafe's own failure, never a silent pass)."""
+
+
+_OUT_OF_BOUNDS = {"global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+                  "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
+                  "local": ViolationKind.LOCAL_OUT_OF_BOUNDS}
+
+
+def classify_root(site: Site, address: int, root: ResolvedRoot) -> tuple[ViolationKind, int]:
+    """The kind and tag of a failing root access, in the order
+    ``checks/slow_path.py`` ``_inline_root`` (and the runtime) judge it:
+    the null page, outside the root's allocation, freed, running past its
+    end, misaligned."""
+    if address < layout.NULL_PAGE:
+        return ViolationKind.NULL_POINTER, 0
+    past = address > root.high if site.width == 0 else address >= root.high
+    if address < root.low or past:
+        return ViolationKind.GLOBAL_OUT_OF_BOUNDS, root.tag
+    if not root.live:
+        return ViolationKind.USE_AFTER_FREE, root.tag
+    if root.high - address < site.width:
+        return ViolationKind.GLOBAL_OUT_OF_BOUNDS, root.tag
+    if site.alignment > 1 and address % site.alignment:
+        return ViolationKind.MISALIGNED_ACCESS, root.tag
+    raise UnclassifiedTally(f"site {site.id} ({site.instruction}): the device refused "
+                            f"{address:#x}, inside root {site.root}'s allocation "
+                            f"[{root.low:#x}, {root.high:#x})")
+
+
+def classify_window(site: Site, address: int, tally: int) -> ViolationKind:
+    """The kind of a failing window access (tag 0: a variable is no
+    allocation), in the order ``_inline_window`` judges it: the null page
+    (a global or generic address), outside the variable; the site's second
+    tally holds those inside it but misaligned."""
+    if tally == site.tally + 1:
+        return ViolationKind.MISALIGNED_ACCESS
+    if (site.root_space == "global" or site.space == "generic") and address < layout.NULL_PAGE:
+        return ViolationKind.NULL_POINTER
+    return _OUT_OF_BOUNDS[site.root_space or "global"]
+
+
+def decode_tallies(area: bytes, sites: SiteTable,
+                   roots: Sequence[ResolvedRoot] = ()) -> list[DeviceViolation]:
+    """The site tallies read back from below a violation buffer (``area``,
+    :func:`tally_area_size` bytes ending at the header), classified: each
+    offender kept is a violation; the occurrences past them count in the
+    last one kept (``count`` stays exact, nothing is dropped).  ``roots``:
+    the launch's root bounds (:func:`context_roots`)."""
+    size = layout.tally_size()
+    end = len(area)
+    out: list[DeviceViolation] = []
+    for site in sites.sites:
+        for tally in range(site.tally, site.tally + site.tallies):
+            at = end - (tally + 1) * size
+            count = int(layout.SITE_TALLY.unpack(area, at)["count"])  # type: ignore[arg-type]
+            if not count:
+                continue
+            kept = []
+            for k in range(min(count, layout.TALLY_OFFENDERS)):
+                o = layout.OFFENDER.unpack(area, at + layout.SITE_TALLY.size
+                                           + k * layout.OFFENDER.size)
+                address = int(o["address"])  # type: ignore[arg-type]
+                if site.check == "root":
+                    kind, tag = classify_root(site, address, roots[site.root_index])
+                else:
+                    kind, tag = classify_window(site, address, tally), 0
+                t, bx, byz = int(o["thread"]), int(o["block_x"]), int(o["block_yz"])  # type: ignore[arg-type]
+                kept.append(DeviceViolation(
+                    kind=kind, site=site, address=address, width=site.width, tag=tag,
+                    thread=(t & 0x3FF, (t >> 10) & 0x3FF, t >> 20),
+                    block=(bx, byz & 0xFFFF, byz >> 16)))
+            last = kept[-1]
+            kept[-1] = DeviceViolation(last.kind, last.site, last.address, last.width, last.tag,
+                                       last.thread, last.block, count - len(kept) + 1)
+            out.extend(kept)
+    return out

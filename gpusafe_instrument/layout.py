@@ -57,7 +57,7 @@ import numpy as np
 from .kinds import ViolationKind
 from .nodes import SCALAR_SIZES
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 """Bumped whenever a record below changes; written into the C header."""
 
 _UNSIGNED_BY_SIZE = {
@@ -244,6 +244,29 @@ VIOLATION_RECORD = Record(
     "One violation, as written by the device runtime.",
 )
 
+SITE_TALLY = Record(
+    "gpusafe_site_tally",
+    (
+        Field("count", "u32", doc="failed accesses at the site this launch (atomic), exact"),
+        Field("reserved", "u32"),
+    ),
+    "One tally of an inline check site (issue 14, design B): the count, then "
+    "gpusafe_offender[TALLY_OFFENDERS], the first offenders in the order they counted. "
+    "Tally t lies (t + 1) tallies below the violation buffer's header.",
+)
+
+OFFENDER = Record(
+    "gpusafe_offender",
+    (
+        Field("address", "u64"),
+        Field("thread", "u32", doc="tid.x | tid.y << 10 | tid.z << 20"),
+        Field("block_x", "u32", doc="ctaid.x"),
+        Field("block_yz", "u32", doc="ctaid.y | ctaid.z << 16"),
+        Field("reserved", "u32"),
+    ),
+    "One offender of a site tally: the kind and the allocation are classified on the host.",
+)
+
 CHECK_RESULT = Record(
     "gpusafe_check_result",
     (
@@ -286,7 +309,7 @@ HEAP_ENTRY = Record(
 
 RECORDS: tuple[Record, ...] = (
     LAUNCH_CONTEXT, ROOT_BOUNDS, ALLOCATION_ENTRY, VIOLATION_BUFFER, VIOLATION_RECORD,
-    CHECK_RESULT, HEAP_HEADER, HEAP_ENTRY,
+    SITE_TALLY, OFFENDER, CHECK_RESULT, HEAP_HEADER, HEAP_ENTRY,
 )
 
 # --------------------------------------------------------------------------
@@ -296,6 +319,10 @@ ALLOC_LIVE = 1
 ALLOC_FREED = 2
 
 NULL_PAGE = 4096
+
+TALLY_OFFENDERS = 4
+"""Offenders a site tally keeps (the first ones to count): priced over the
+corpus as cheap as one when each has a store block of its own."""
 
 HEAP_TAG_BASE = 0x8000_0000
 """Tags of device-heap blocks: this plus the block's heap table index (the
@@ -344,6 +371,7 @@ CONSTANTS: dict[str, int] = {
     "GPUSAFE_ALLOC_FREED": ALLOC_FREED,
     "GPUSAFE_NULL_PAGE": NULL_PAGE,
     "GPUSAFE_HEAP_TAG_BASE": HEAP_TAG_BASE,
+    "GPUSAFE_TALLY_OFFENDERS": TALLY_OFFENDERS,
     "GPUSAFE_HEAP_RED_ZONE": HEAP_RED_ZONE,
     "GPUSAFE_EMPTY_LOW": EMPTY_WINDOW[0],
     "GPUSAFE_EMPTY_HIGH": EMPTY_WINDOW[1],
@@ -380,6 +408,24 @@ def heap_table_size(capacity: int = HEAP_CAPACITY, ring: int = HEAP_RING) -> int
 
 def violation_buffer_size(capacity: int) -> int:
     return VIOLATION_BUFFER.size + capacity * VIOLATION_RECORD.size
+
+
+def tally_size() -> int:
+    """Bytes of one site tally: its count and its offenders."""
+    return SITE_TALLY.size + TALLY_OFFENDERS * OFFENDER.size
+
+
+def tally_offset(tally: int) -> int:
+    """Byte offset of tally ``tally`` from the violation buffer's header
+    (negative: the tallies lie below it, so that the records and the
+    runtime's view of the buffer stay where they were, and the offset is an
+    immediate of the instrumented code)."""
+    return -(tally + 1) * tally_size()
+
+
+def offender_offset(tally: int, k: int) -> int:
+    """Byte offset of offender ``k`` of tally ``tally`` from the header."""
+    return tally_offset(tally) + SITE_TALLY.size + k * OFFENDER.size
 
 
 def c_header() -> str:

@@ -35,6 +35,22 @@ class Site:
     space: str  # "global" | "shared" | "local" | "generic"
     check: str  # "root" | "window" | "lookup" | "alignment"
     root: str | None = None  # the parameter or variable the address derives from
+    tally: int = -1
+    """The site's first tally (``layout.SITE_TALLY``): a failing access counts
+    there and the host classifies it (``host.decode_tallies``); -1: the site
+    writes violation records.  A window site of alignment > 1 has a second
+    tally, ``tally + 1``, for the accesses inside the variable but
+    misaligned (the host knows no variable's address)."""
+    alignment: int = 1  # the access's required alignment
+    root_index: int = -1  # a root site's root (``KernelInfo.roots``)
+    root_space: str | None = None  # a window site's variable's state space
+
+    @property
+    def tallies(self) -> int:
+        """How many tallies the site has."""
+        if self.tally < 0:
+            return 0
+        return 2 if self.check == "window" and self.alignment > 1 else 1
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,9 @@ class SiteTable:
     """Kernels left exactly as they were because the pass cannot check them:
     kernel name -> the reason (``PTX line N: cannot check `...`: why``).  They
     take no hidden parameter and are not in ``kernels``."""
+    tally_count: int = 0
+    """Site tallies of the module (``Site.tally``): the violation buffer has
+    room for them below its header."""
 
     def __getitem__(self, site_id: int) -> Site:
         return self.sites[site_id]
@@ -128,6 +147,7 @@ class SiteTable:
             "sites": [asdict(s) for s in self.sites],
             "kernels": {k: asdict(v) for k, v in self.kernels.items()},
             "unchecked": dict(self.unchecked),
+            "tally_count": self.tally_count,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -149,7 +169,8 @@ class SiteTable:
                 limit_params=bool(k.get("limit_params", False)),
                 proof=k.get("proof"),
             )
-        return cls(sites, kernels, dict(data.get("unchecked", {})))
+        return cls(sites, kernels, dict(data.get("unchecked", {})),
+                   int(data.get("tally_count", 0)))
 
     @classmethod
     def from_json(cls, text: str) -> SiteTable:

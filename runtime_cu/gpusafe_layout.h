@@ -2,11 +2,12 @@
 #ifndef GPUSAFE_LAYOUT_H
 #define GPUSAFE_LAYOUT_H
 
-#define GPUSAFE_LAYOUT_VERSION 3
+#define GPUSAFE_LAYOUT_VERSION 4
 #define GPUSAFE_ALLOC_LIVE 1
 #define GPUSAFE_ALLOC_FREED 2
 #define GPUSAFE_NULL_PAGE 4096
 #define GPUSAFE_HEAP_TAG_BASE 2147483648ULL
+#define GPUSAFE_TALLY_OFFENDERS 4
 #define GPUSAFE_HEAP_RED_ZONE 64
 #define GPUSAFE_EMPTY_LOW 18446744073709551615ULL
 #define GPUSAFE_EMPTY_HIGH 9223372036854775808ULL
@@ -82,6 +83,23 @@ typedef struct gpusafe_violation_record {
     unsigned int block[3];  /* blockIdx x, y, z */
 } gpusafe_violation_record;
 static_assert(sizeof(gpusafe_violation_record) == 48, "layout of gpusafe_violation_record");
+
+/* One tally of an inline check site (issue 14, design B): the count, then gpusafe_offender[TALLY_OFFENDERS], the first offenders in the order they counted. Tally t lies (t + 1) tallies below the violation buffer's header. */
+typedef struct gpusafe_site_tally {
+    unsigned int count;  /* failed accesses at the site this launch (atomic), exact */
+    unsigned int reserved;
+} gpusafe_site_tally;
+static_assert(sizeof(gpusafe_site_tally) == 8, "layout of gpusafe_site_tally");
+
+/* One offender of a site tally: the kind and the allocation are classified on the host. */
+typedef struct gpusafe_offender {
+    unsigned long long address;
+    unsigned int thread;  /* tid.x | tid.y << 10 | tid.z << 20 */
+    unsigned int block_x;  /* ctaid.x */
+    unsigned int block_yz;  /* ctaid.y | ctaid.z << 16 */
+    unsigned int reserved;
+} gpusafe_offender;
+static_assert(sizeof(gpusafe_offender) == 24, "layout of gpusafe_offender");
 
 /* What __gpusafe_check returns to the instrumented code. */
 typedef struct gpusafe_check_result {

@@ -4,7 +4,10 @@ by the inserted code and the device runtime.  The violations the instrumented
 PTX records (decoded through the site table) must equal the oracle's — same
 kind, same PTX line, same address, same thread — and every output must be
 identical (a bad access is not performed by either: a load yields zero, a
-store is dropped).
+store is dropped).  An inline check site keeps only its first
+``layout.TALLY_OFFENDERS`` offenders and counts the rest (issue 14, design
+B): per PTX line the count equals the oracle's, each offender kept is one the
+oracle saw, and as many are kept as the tallies hold.
 
 Each violation kind that can happen on the device has a test here that fails
 if its check is removed: the kind must be *reported by the instrumented
@@ -22,7 +25,7 @@ from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.oracle import Oracle
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
-from gpusafe_instrument import host
+from gpusafe_instrument import host, layout
 from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import nvrtc_compile
 
@@ -55,7 +58,10 @@ class PtrTable:
 @dataclass
 class Outcome:
     oracle: list[tuple]
-    device: list[tuple]
+    device: list[tuple]  # the offenders the device kept (every one, for a record site)
+    occurrences: int  # what the device counted: every bad access
+    counts: dict[int, int]  # PTX line -> what the device counted there
+    tallied: set[int]  # PTX lines of tallied sites
     plain_out: list[bytes]
     checked_out: list[bytes]
     dropped: int
@@ -143,18 +149,65 @@ def run_both(source: str | None, kernel: str, grid, block, args: list, *, shared
                 out.append(mem.read(base, a.data.nbytes))
         return out
 
+    keys, counts, tallied = device_view(device)
     return Outcome(
         oracle=sorted(_key_oracle(v) for v in oracle.violations),
-        device=sorted(_key_device(v) for v in device),
+        device=keys, occurrences=sum(counts.values()), counts=counts, tallied=tallied,
         plain_out=outputs(mem1, addrs1), checked_out=outputs(mem2, addrs2), dropped=dropped,
         plain_instructions=r1.instructions, checked_instructions=r2.instructions,
         stats={k: s.to_dict() for k, s in result.stats.items()},
     )
 
 
+def device_view(found: list[host.DeviceViolation]) -> tuple[list[tuple], dict[int, int],
+                                                             set[int]]:
+    """What a launch's violations give to compare with the oracle: the
+    offenders kept (sorted keys), the count per PTX line, the PTX lines of
+    tallied sites."""
+    counts: dict[int, int] = {}
+    tallied: set[int] = set()
+    for v in found:
+        counts[v.site.ptx_line] = counts.get(v.site.ptx_line, 0) + v.count
+        if v.site.tally >= 0:
+            tallied.add(v.site.ptx_line)
+    return sorted(_key_device(v) for v in found), counts, tallied
+
+
+def differences(oracle: list[tuple], kept: list[tuple], counts: dict[int, int],
+                tallied: set[int]) -> list[str]:
+    """How the device's violations differ from the oracle's (none: the
+    same): per PTX line the same count; at a record site the same
+    violations; at a tallied site, each offender kept one the oracle saw, and
+    at least as many kept as a tally holds (or all of them)."""
+    out = []
+    for line in sorted({k[1] for k in oracle} | {k[1] for k in kept} | set(counts)):
+        seen = [k for k in oracle if k[1] == line]
+        mine = [k for k in kept if k[1] == line]
+        if counts.get(line, 0) != len(seen):
+            out.append(f"line {line}: counted {counts.get(line, 0)}, the oracle {len(seen)}")
+        if line not in tallied:
+            if mine != seen:
+                out.append(f"line {line}: {mine} != {seen}")
+            continue
+        rest = list(seen)
+        for k in mine:
+            if k not in rest:
+                out.append(f"line {line}: kept {k}, which the oracle did not see")
+            else:
+                rest.remove(k)
+        if len(mine) < min(len(seen), layout.TALLY_OFFENDERS):
+            out.append(f"line {line}: kept {len(mine)} of {len(seen)}")
+    return out
+
+
+def same_violations(o: Outcome) -> bool:
+    """Whether the device found what the oracle found (:func:`differences`)."""
+    return not differences(o.oracle, o.device, o.counts, o.tallied)
+
+
 def assert_same(o: Outcome) -> None:
     assert o.dropped == 0
-    assert o.device == o.oracle
+    assert differences(o.oracle, o.device, o.counts, o.tallied) == []
     assert o.checked_out == o.plain_out
 
 
@@ -190,7 +243,7 @@ def test_global_out_of_bounds_write_is_reported_and_dropped():
     o = run_both(VADD, "vadd", (4, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(120, np.float32)), Buf(f32(128)), Buf(f32(128, 7)), np.int32(128)])
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 8
+    assert o.occurrences == 8
     assert_same(o)
 
 
@@ -217,7 +270,7 @@ def test_negative_offset_reads_before_the_allocation():
     o = run_both(STENCIL, "stencil", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(32, np.float32)), Buf(f32(32)), np.int32(32)])
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 2  # in[-1] by thread 0, in[32] by thread 31
+    assert o.occurrences == 2  # in[-1] by thread 0, in[32] by thread 31
     assert_same(o)
 
 
@@ -235,7 +288,7 @@ extern "C" __global__ void shift(int* out, int k)
 def test_shared_out_of_bounds_is_reported():
     o = run_both(SHARED, "shift", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(32, np.int32)), np.int32(3)])
     assert kinds(o) == {"shared-out-of-bounds"}
-    assert len(o.device) == 3
+    assert o.occurrences == 3
     assert_same(o)
 
 
@@ -254,7 +307,7 @@ def test_dynamic_shared_out_of_bounds_is_reported():
     o = run_both(DYNSHARED, "dyn", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(32, np.int32)), np.int32(2)],
                  shared=32 * 4)
     assert kinds(o) == {"shared-out-of-bounds"}
-    assert len(o.device) == 2
+    assert o.occurrences == 2
     assert_same(o)
 
 
@@ -281,7 +334,7 @@ def test_local_out_of_bounds_is_reported():
     o = run_both(LOCAL, "local_idx", (1, 1, 1), (8, 1, 1),
                  [Buf(np.zeros(8, np.int32)), Buf(idx), np.int32(8)])
     assert kinds(o) == {"local-out-of-bounds"}
-    assert len(o.device) == 2
+    assert o.occurrences == 2
     assert_same(o)
 
 
@@ -366,7 +419,7 @@ def test_overrunning_a_local_array_through_a_pointer_is_reported(options):
     o = run_both(None, "local_fill", (1, 1, 1), (4, 1, 1),
                  [Buf(np.zeros(4, np.int32)), np.int32(12)], ptx_text=text)
     assert kinds(o) == {"local-out-of-bounds"}
-    assert len(o.device) == 4 * 4  # p[8] .. p[11] in each of 4 threads
+    assert o.occurrences == 4 * 4  # p[8] .. p[11] in each of 4 threads
     stores = _lines_in(text, "_Z4fillPii", ("st.",))
     assert {v[1] for v in o.device} <= stores
     assert_same(o)
@@ -378,7 +431,7 @@ def test_reading_past_a_local_array_through_a_pointer_is_reported(options):
     o = run_both(None, "local_sum", (1, 1, 1), (2, 1, 1),
                  [Buf(np.zeros(2, np.int32)), np.int32(10)], ptx_text=text)
     assert kinds(o) == {"local-out-of-bounds"}
-    assert len(o.device) == 2 * 2
+    assert o.occurrences == 2 * 2
     assert {v[1] for v in o.device} <= _lines_in(text, "_Z3sumPKii", ("ld.",))
     assert_same(o)
 
@@ -388,7 +441,7 @@ def test_a_window_forwarded_through_a_device_function_is_checked(options):
     o = run_both(LOCAL_THROUGH_POINTER, "forwarded", (1, 1, 1), (2, 1, 1),
                  [Buf(np.zeros(2, np.int32)), np.int32(9)], options=options)
     assert kinds(o) == {"local-out-of-bounds"}
-    assert len(o.device) == 2 * 2  # p[8], written twice, in each of 2 threads
+    assert o.occurrences == 2 * 2  # p[8], written twice, in each of 2 threads
     assert_same(o)
 
 
@@ -397,7 +450,7 @@ def test_a_global_pointer_to_the_same_function_is_still_looked_up(options):
     o = run_both(LOCAL_THROUGH_POINTER, "global_fill", (1, 1, 1), (2, 1, 1),
                  [Buf(np.zeros(12, np.int32)), np.int32(8)], options=options)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 4  # thread 1 writes out[8..15], out has 12
+    assert o.occurrences == 4  # thread 1 writes out[8..15], out has 12
     assert_same(o)
 
 
@@ -405,7 +458,7 @@ def test_use_after_free_is_reported():
     o = run_both(VADD, "vadd", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(32, np.float32)), Buf(f32(32), freed=True), Buf(f32(32)), np.int32(32)])
     assert kinds(o) == {"use-after-free"}
-    assert len(o.device) == 32
+    assert o.occurrences == 32
     assert_same(o)
 
 
@@ -413,7 +466,7 @@ def test_null_pointer_is_reported():
     o = run_both(VADD, "vadd", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(32, np.float32)), Null(), Buf(f32(32)), np.int32(32)])
     assert kinds(o) == {"null-pointer"}
-    assert len(o.device) == 32
+    assert o.occurrences == 32
     assert_same(o)
 
 
@@ -430,7 +483,7 @@ def test_misaligned_access_is_reported():
     o = run_both(MISALIGNED, "misaligned", (1, 1, 1), (8, 1, 1),
                  [Buf(np.zeros(8, np.int32)), Buf(np.arange(64, dtype=np.uint8)), np.int32(1)])
     assert kinds(o) == {"misaligned-access"}
-    assert len(o.device) == 8
+    assert o.occurrences == 8
     assert_same(o)
 
 
@@ -457,7 +510,7 @@ def test_pointers_loaded_from_memory_are_looked_up():
     # table[6] = buf2 + 8: element 6 % 4 = 2 -> buf2 + 16: one past the end
     # table[7] = buf3 + 4: element 3 -> buf3 + 16: one past the end
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 2
+    assert o.occurrences == 2
     assert_same(o)
 
 
@@ -491,7 +544,7 @@ def test_device_functions_check_through_the_context():
     o = run_both(CALLS, "sums", (1, 1, 1), (16, 1, 1),
                  [Buf(np.zeros(16, np.float32)), Buf(f32(16)), np.int32(3), np.int32(16)])
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 3  # in[16], in[17] (thread 15), in[16] (thread 14)
+    assert o.occurrences == 3  # in[16], in[17] (thread 15), in[16] (thread 14)
     assert_same(o)
     assert o.stats["_Z10window_sumPKfi"]["checks"]
 
@@ -534,7 +587,7 @@ def test_a_true_guard_reports_the_access():
     o = run_both(None, "guarded", (1, 1, 1), (32, 1, 1), [Buf(np.zeros(16, np.int32)), np.int32(20)],
                  ptx_text=GUARDED)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 4
+    assert o.occurrences == 4
     assert_same(o)
 
 
@@ -552,7 +605,7 @@ def test_a_bad_atomic_returns_zero_and_changes_nothing():
     o = run_both(ATOMIC, "hist", (1, 1, 1), (8, 1, 1),
                  [Buf(np.full(4, 5, np.uint32)), Buf(v), Buf(np.full(8, 77, np.uint32)), np.int32(8)])
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 2
+    assert o.occurrences == 2
     assert_same(o)
     old = np.frombuffer(o.checked_out[2], np.uint32)
     assert old[4] == 0 and old[6] == 0

@@ -49,7 +49,7 @@ def test_a_bound_past_the_allocation_is_reported_at_each_bad_iteration(n):
     o = _copy(100, 100, 0, n, 32)
     assert _induction(o, "copy") >= 1
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 3 * (n - 100)  # two loads and the store of each bad index
+    assert o.occurrences == 3 * (n - 100)  # two loads and the store of each bad index
     assert_same(o)
 
 
@@ -58,14 +58,14 @@ def test_a_guard_on_the_wrong_buffer_is_caught():
     o = _copy(90, 100, 0, 100, 32)
     assert _induction(o, "copy") >= 1
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 2 * 10  # the load and the store of y[90..99]
+    assert o.occurrences == 2 * 10  # the load and the store of y[90..99]
     assert_same(o)
 
 
 def test_a_negative_start_is_caught():
     o = _copy(100, 100, -3, 100, 32)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 3 * 3
+    assert o.occurrences == 3 * 3
     assert_same(o)
 
 
@@ -76,7 +76,7 @@ def test_a_step_that_wraps_to_a_negative_index_is_caught():
     o = _copy(8, 8, 2, 8, 2**31 - 1, threads=1)
     assert _induction(o, "copy") >= 1
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 3  # the accesses at index -2147483647
+    assert o.occurrences == 3  # the accesses at index -2147483647
     assert_same(o)
 
 
@@ -96,7 +96,7 @@ def test_a_shared_array_filled_by_a_strided_loop(n, bad):
     o = run_both(SHARED_LOOP, "clear", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(32, np.uint32)), np.int32(n)])
     assert _induction(o, "clear") >= 1
-    assert len(o.device) == bad
+    assert o.occurrences == bad
     if bad:
         assert kinds(o) == {"shared-out-of-bounds"}
     assert_same(o)
@@ -119,7 +119,7 @@ def test_an_index_wrapped_by_a_mask_is_proven_only_inside_the_array(mod, bad):
                  [Buf(np.zeros(64, np.float32)), np.uint32(32)])
     guarded = o.stats["wrap"]["removed"].get("guarded-in-bounds", 0)
     assert guarded == (1 if bad == 0 else 0)
-    assert len(o.device) == bad
+    assert o.occurrences == bad
     if bad:
         assert kinds(o) == {"shared-out-of-bounds"}
     assert_same(o)
@@ -173,7 +173,7 @@ def test_a_misaligned_list_is_reported_at_every_step():
                   Buf(_nodes([(k + 1) % 8 for k in range(8)]))])
     assert o.stats["chase"]["removed"].get("hoisted-out-of-loop", 0) >= 1
     assert kinds(o) == {"misaligned-access"}
-    assert len(o.device) == 4 * 12 * 2  # 4 threads use that list, 12 steps, 2 reads
+    assert o.occurrences == 4 * 12 * 2  # 4 threads use that list, 12 steps, 2 reads
     assert_same(o)
 
 
@@ -197,7 +197,7 @@ def test_an_index_not_a_multiple_of_the_width_keeps_its_alignment_check():
                   Buf(np.arange(16, dtype=np.int32))])
     assert o.stats["halves"]["removed"].get("grouped-in-block", 0) == 2  # a filter per pair
     assert kinds(o) == {"misaligned-access"}
-    assert len(o.device) == 2 * 4
+    assert o.occurrences == 2 * 4
     assert_same(o)
 
 
@@ -237,7 +237,7 @@ def test_a_column_walk_whose_last_row_is_missing_is_caught():
     o = _column(15 * 32)
     assert _chained(o) >= 1
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 32
+    assert o.occurrences == 32
     assert_same(o)
 
 
@@ -246,7 +246,7 @@ def test_a_backward_column_walk_fails_the_chain_premise_and_is_checked(w_len, ba
     # rows walked from the last: the step is negative, above the premise's
     # limit as unsigned; the region's slow copy checks each access
     o = _column(w_len, row="(rows - 1 - i)")
-    assert len(o.device) == bad
+    assert o.occurrences == bad
     assert_same(o)
 
 
@@ -294,7 +294,7 @@ def test_a_guard_that_lets_the_index_past_the_array_is_checked():
     # the first step reads s[t + 256] for every t < 256: all out of bounds
     o = _tree(256)
     assert kinds(o) == {"shared-out-of-bounds"}
-    assert len(o.device) == 2 * 256  # one bad load per thread of each block
+    assert o.occurrences == 2 * 256  # one bad load per thread of each block
     assert_same(o)
     # s[t + 256] stays checked; s[t] of that step is proven like the others
     assert o.stats["tree"]["checks"]["window"] == _tree(128).stats["tree"]["checks"]["window"] + 1
@@ -333,7 +333,7 @@ def test_an_index_loaded_as_a_byte_is_proven_only_inside_the_array(ctype, dtype,
                  (64, 1, 1), [Buf(np.zeros(size, np.uint32)), Buf(data)])
     guarded = o.stats["bytes"]["removed"].get("guarded-in-bounds", 0)
     assert guarded == (0 if bad else 1)
-    assert len(o.device) == 32 * bad
+    assert o.occurrences == 32 * bad
     if bad:
         assert kinds(o) == {"shared-out-of-bounds"}
     assert_same(o)
@@ -353,7 +353,7 @@ def test_a_versioned_loop_runs_its_checked_copy_when_the_range_check_fails(ny, n
                                                                          step, bad):
     o = _copy(ny, nx, start, n, step, threads=1 if step > 32 else 32)
     assert _versioned(o, "copy") == 3  # every check of the loop is in its copy only
-    assert len(o.device) == bad
+    assert o.occurrences == bad
     assert_same(o)
 
 
@@ -374,7 +374,7 @@ def test_a_loop_with_a_check_left_inside_is_not_versioned():
                   Buf(np.array([5] * 63 + [64], np.int32)), np.int32(64)])
     assert _versioned(o, "gather") == 0
     assert _induction(o, "gather") >= 1
-    assert kinds(o) == {"global-out-of-bounds"} and len(o.device) == 1
+    assert kinds(o) == {"global-out-of-bounds"} and o.occurrences == 1
     assert_same(o)
 
 
@@ -402,5 +402,5 @@ def test_a_loop_with_a_barrier_is_not_versioned(threads, bad):
                  [Buf(np.zeros(threads, np.float32)), np.int32(3)])
     assert o.stats["synced"]["removed"].get("hoisted-out-of-loop", 0) >= 1
     assert _versioned(o, "synced") == 0
-    assert (len(o.device) > 0) == bool(bad)
+    assert (o.occurrences > 0) == bool(bad)
     assert_same(o)

@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
-from test_instrument_cpu import Buf, assert_same, kinds, run_both
+from test_instrument_cpu import Buf, assert_same, kinds, run_both, same_violations
 
 from gpusafe_instrument.checks import instrument
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
@@ -61,7 +61,7 @@ def test_a_bound_past_the_allocation_runs_the_checked_body():
     assert o.checked_instructions == o.plain_instructions + ENTRY * 256
     o = _vadd(256, 320, 300, threads=64)  # 320 threads, out holds 256
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 300 - 256
+    assert o.occurrences == 300 - 256
     assert o.checked_instructions > o.plain_instructions + ENTRY * 320
     assert_same(o)
 
@@ -70,7 +70,7 @@ def test_a_guard_on_the_wrong_buffer_is_caught():
     # n bounds a and b (200 floats) but out holds 150
     o = _vadd(150, 200, 200)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 50
+    assert o.occurrences == 50
     assert_same(o)
 
 
@@ -87,7 +87,7 @@ def test_a_lower_guard_too_weak_for_the_offset_is_caught(low):
         assert o.checked_instructions == o.plain_instructions + ENTRY * 128
     else:
         assert kinds(o) == {"global-out-of-bounds"}
-        assert len(o.device) == 1
+        assert o.occurrences == 1
 
 
 def test_a_kernel_with_an_unprovable_access_has_no_proof():
@@ -132,7 +132,7 @@ def test_a_selected_index_is_bounded_by_the_compare_that_chose_it(k):
         assert o.checked_instructions == o.plain_instructions + ENTRY * 128
     else:
         assert kinds(o) == {"global-out-of-bounds"}
-        assert len(o.device) == 1
+        assert o.occurrences == 1
 
 
 NORTH = r"""
@@ -159,7 +159,7 @@ def test_an_offset_added_to_a_derived_pointer_is_bounded(low):
         assert o.checked_instructions == o.plain_instructions + ENTRY * 256
     else:
         assert kinds(o) == {"global-out-of-bounds"}
-        assert len(o.device) == 16
+        assert o.occurrences == 16
 
 
 SMOOTH = r"""
@@ -192,7 +192,7 @@ def test_a_shared_tile_is_proven_for_the_launchs_block_size_only(threads):
         assert o.checked_instructions == o.plain_instructions + ENTRY * threads
     else:
         assert kinds(o) == {"shared-out-of-bounds"}
-        assert o.device == o.oracle
+        assert same_violations(o)
 
 
 def _door_launch(n_buffer: int, threads: int, n: int, ex: bool = False):
@@ -284,7 +284,7 @@ def test_a_guard_on_x_plus_one_bounds_x_only_where_x_plus_one_cannot_wrap():
     o = run_both(WRAP, "wrap", (1, 1, 1), (2, 1, 1),
                  [Buf(np.zeros(16, np.float32)), np.int32(2**31 - 1), np.int32(16)])
     assert kinds(o) == {"global-out-of-bounds"}
-    assert o.device == o.oracle
+    assert same_violations(o)
 
 
 def test_a_guard_on_x_plus_one_proves_x_when_it_cannot_wrap():
@@ -312,7 +312,7 @@ def test_a_negative_bound_is_read_as_the_compare_reads_it(n):
     assert_same(o)
     if n == -1:
         assert kinds(o) == {"global-out-of-bounds"}
-        assert len(o.device) == 16
+        assert o.occurrences == 16
     else:
         assert o.device == []
         assert o.checked_instructions == o.plain_instructions
@@ -338,8 +338,8 @@ def test_a_loop_counter_is_bounded_by_its_start_step_and_exit_compare(start, n, 
     o = run_both(STRIDE, "copy", (1, 1, 1), (threads, 1, 1),
                  [Buf(np.zeros(100, np.float32)), Buf(np.arange(100, dtype=np.float32)),
                   np.int32(start), np.int32(n), np.int32(step)])
-    assert o.device == o.oracle
-    assert len(o.device) == 2 * bad  # the load and the store of each bad index
+    assert same_violations(o)
+    assert o.occurrences == 2 * bad  # the load and the store of each bad index
     if not bad:
         assert_same(o)
         assert o.checked_instructions == o.plain_instructions
@@ -362,8 +362,8 @@ def test_a_loop_entered_again_with_its_last_counter_is_not_bounded_by_its_start(
     # the second time round, i starts where the loop left it, past n
     o = run_both(REENTERED, "again", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(64, np.float32)), np.int32(64), np.int32(reps), np.int32(32)])
-    assert o.device == o.oracle
-    assert len(o.device) == (reps - 1) * 32
+    assert same_violations(o)
+    assert o.occurrences == (reps - 1) * 32
 
 
 AGAIN_PTX = """\
@@ -407,8 +407,8 @@ def test_a_one_block_loop_entered_again_with_its_last_counter_is_not_proven(reps
     o = run_both(None, "again", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(64, np.float32)), np.int32(64), np.int32(reps)],
                  ptx_text=AGAIN_PTX)
-    assert o.device == o.oracle
-    assert len(o.device) == (reps - 1) * 32
+    assert same_violations(o)
+    assert o.occurrences == (reps - 1) * 32
 
 
 TWICE = r"""
@@ -441,8 +441,8 @@ def test_a_loop_started_from_a_register_a_later_loop_counts_on_is_bounded(first,
     o = run_both(source, "twice", (1, 1, 1), (64, 1, 1),
                  [Buf(np.zeros(256, np.uint32)), Buf(np.arange(512, dtype=np.uint8)),
                   np.int32(512), np.int32(nb)])
-    assert o.device == o.oracle
-    assert len(o.device) == bad
+    assert same_violations(o)
+    assert o.occurrences == bad
     if not bad:
         assert_same(o)
         assert o.checked_instructions == o.plain_instructions
@@ -498,8 +498,8 @@ def test_a_register_stepped_beside_the_loop_counter_is_bounded_by_its_passes(n, 
     o = run_both(None, "stepped", (1, 1, 1), (32, 1, 1),
                  [Buf(np.zeros(32, np.float32)), Buf(np.arange(256, dtype=np.float32)),
                   np.int32(n), np.int32(stride)], ptx_text=STEPPED_PTX)
-    assert o.device == o.oracle
-    assert len(o.device) == bad
+    assert same_violations(o)
+    assert o.occurrences == bad
     if not bad:
         assert_same(o)
         assert o.checked_instructions == o.plain_instructions
@@ -541,8 +541,8 @@ def test_an_unrolled_pointer_loop_is_bounded_by_its_trip_count(in_n, n_input, n_
     # != 0, stepping input by 16 and weights by 4 * out_n through a chain of
     # registers, then a remainder loop counting n & 3 down from the last index
     o = _backprop(in_n, 64, n_input, n_weights)
-    assert o.device == o.oracle
-    assert len(o.device) == bad
+    assert same_violations(o)
+    assert o.occurrences == bad
     assert_same(o)
     if not bad:
         assert o.checked_instructions == o.plain_instructions
@@ -575,8 +575,8 @@ def test_a_remainder_loop_started_past_the_main_loop_is_caught(start, in_n, bad)
     assert len(moves) == 2
     lines[moves[1]] = lines[moves[1]].replace(", 0;", f", {start};")
     o = _backprop(in_n, 64, in_n, in_n * 64 + 64, ptx_text="\n".join(lines) + "\n")
-    assert o.device == o.oracle
-    assert len(o.device) == bad
+    assert same_violations(o)
+    assert o.occurrences == bad
     assert_same(o)
     if not bad:
         assert o.checked_instructions == o.plain_instructions
@@ -662,8 +662,8 @@ def test_an_unrolled_loop_in_a_loop_of_several_blocks_is_bounded(k, dims, n_poin
                  [Buf(np.zeros(64, np.int32)), Buf(rng.random(n_points, np.float32)),
                   Buf(rng.random(n_centers, np.float32)), np.int32(64), np.int32(k),
                   np.int32(dims)])
-    assert o.device == o.oracle
-    assert len(o.device) == (bad or 0)
+    assert same_violations(o)
+    assert o.occurrences == (bad or 0)
     assert_same(o)
     if bad is None:  # (skipped, it would count through the wrap): the checked kernel ran
         assert o.checked_instructions > o.plain_instructions
@@ -680,7 +680,7 @@ def test_unrolled_loops_agree_with_the_oracle_over_a_sweep_of_counts_and_sizes()
         if min(n_in, n_w) < 1:
             continue
         o = _backprop(in_n, 64, n_in, n_w)
-        assert o.device == o.oracle, (in_n, slack_in, slack_w)
+        assert same_violations(o), (in_n, slack_in, slack_w)
         proven += o.checked_instructions == o.plain_instructions
     rng = np.random.default_rng(2)
     for dims, slack_p, slack_c in itertools.product(range(0, 10), (-1, 0), (-1, 0)):
@@ -691,6 +691,6 @@ def test_unrolled_loops_agree_with_the_oracle_over_a_sweep_of_counts_and_sizes()
                      [Buf(np.zeros(64, np.int32)), Buf(rng.random(n_p, np.float32)),
                       Buf(rng.random(n_c, np.float32)), np.int32(64), np.int32(2),
                       np.int32(dims)])
-        assert o.device == o.oracle, (dims, slack_p, slack_c)
+        assert same_violations(o), (dims, slack_p, slack_c)
         proven += o.checked_instructions == o.plain_instructions
     assert proven >= 10  # the exact-size launches with a count of 4 or more

@@ -172,6 +172,7 @@ class Findings:
                 address=r.address, kernel=kernel, ptx_line=s.ptx_line,
                 instruction=s.instruction, block=r.block, thread=r.thread, location=location,
                 allocation=info, stack=_stack(launch_site), argument=argument, source=source,
+                count=r.count,
             )
         self.freed_arguments(kernel, [a for a in freed_arguments
                                       if a.verdict.allocation is None

@@ -157,6 +157,8 @@ class Launch:
     freed_arguments: list = field(default_factory=list)  # FreedArgument verdicts to confirm
     heap: int = 0  # address of the heap table it was given (0: none)
     entry: str = ""  # the kernel to launch: ``kernel``, or its proven entry (``prepare``)
+    context: bytes = b""  # its launch context: the roots' bounds the device judged against
+    tallies: int = 0  # bytes of the site tallies below its violation buffer's header
 
 
 @dataclass
@@ -288,9 +290,13 @@ class LaunchPipeline:
             table, ordered = self._table_for(records, table_key, launch)
             origin = self._origin(kernel, sites)  # first: it keeps ``sites`` (and its id) alive
             launch.heap = self._heap_for(sites, heap_key)
-            launch.violations = self._buffer(
-                self.records, launch, layout.violation_buffer_size(self.capacity),
-                layout.VIOLATION_BUFFER.pack(count=0, capacity=self.capacity, dropped=0))
+            # the site tallies lie below the header, zeroed for every launch
+            launch.tallies = host.tally_area_size(sites)
+            launch.violations = launch.tallies + self._buffer(
+                self.records, launch,
+                launch.tallies + layout.violation_buffer_size(self.capacity),
+                bytes(launch.tallies)
+                + layout.VIOLATION_BUFFER.pack(count=0, capacity=self.capacity, dropped=0))
             context = host.context_bytes(info, params, ordered, violations=launch.violations,
                                          table=table, table_len=len(ordered),
                                          dynamic_shared=dynamic_shared, heap=launch.heap,
@@ -306,6 +312,7 @@ class LaunchPipeline:
         proven = grid is not None and block is not None and host.proven(
             info, params, ordered, grid, block)
         launch.entry = info.proven_entry if proven else kernel
+        launch.context = context
         launch.params = host.kernel_params(info, params, context_address, context)
         return launch
 
@@ -332,18 +339,25 @@ class LaunchPipeline:
         return host.decode_heap_table(data)
 
     def collect(self, launch: Launch) -> tuple[list[DeviceViolation], int]:
-        """The launch's violation records and how many were dropped; frees
-        the launch's buffers (also when reading them fails)."""
+        """The launch's violations and how many records were dropped: its
+        site tallies (classified on the host, against the roots' bounds of
+        its context) and its violation records; frees the launch's buffers
+        (also when reading them fails)."""
         head_size = layout.VIOLATION_BUFFER.size
         try:
-            head = self.records.read(launch.violations, head_size)
+            data = self.records.read(launch.violations - launch.tallies,
+                                     launch.tallies + head_size)
+            area, head = data[:launch.tallies], data[launch.tallies:]
             count = min(int(layout.VIOLATION_BUFFER.unpack(head)["count"]),  # type: ignore[arg-type]
                         self.capacity)
             records = self.records.read(launch.violations + head_size,
                                        count * layout.VIOLATION_RECORD.size) if count else b""
         finally:
             self.release(launch)
-        return host.decode_violations(head + records, launch.sites)
+        found, dropped = host.decode_violations(head + records, launch.sites)
+        info = launch.sites.kernels[launch.kernel]
+        tallied = host.decode_tallies(area, launch.sites, host.context_roots(info, launch.context))
+        return tallied + found, dropped
 
     def release(self, launch: Launch) -> None:
         """Give a launch's buffers back without reading them (a launch that

@@ -22,6 +22,7 @@ mbarrier so that the threads waiting on it do not hang.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -258,9 +259,17 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
     kind = em.reg("kind", ".b32")
     bad = em.reg("bad", ".pred")
     record = em.label("rec")
+    tally = _tally(em, acc)
+    # a tallied site's misaligned accesses count in its second tally: the
+    # host cannot tell them from accesses outside the variable
+    misaligned = em.label("recm") if tally >= 0 else record
+
+    def verdict(value: ViolationKind) -> list[Statement]:
+        return [] if tally >= 0 else [I("mov.u32", kind, value.code)]
+
     if space == "global" or v.space == "generic":
         out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
-        out.append(I("mov.u32", kind, ViolationKind.NULL_POINTER.code))
+        out.extend(verdict(ViolationKind.NULL_POINTER))
         out.append(I("bra", record, guard=ptx.Guard(bad)))
     # outside: not (addr >= lo && hi >= lo && hi - lo >= width && addr - lo <= hi - lo - width)
     w64, span = em.reg("w64", ".b64"), em.reg("span", ".b64")
@@ -268,7 +277,7 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
         out.append(I("cvt.u64.u32", w64, a.size.name))
     else:
         out.append(I("mov.u64", w64, a.width))
-    out.append(I("mov.u32", kind, _OUT_OF_BOUNDS[space].code))
+    out.extend(verdict(_OUT_OF_BOUNDS[space]))
     for cmp in ((addr, lo), (hi, lo)):
         out.append(I("setp.lt.u64", bad, *cmp))
         out.append(I("bra", record, guard=ptx.Guard(bad)))
@@ -283,11 +292,21 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
     if a.alignment > 1:
         out.append(I("and.b64", off, addr, a.alignment - 1))
         out.append(I("setp.ne.u64", bad, off, 0))
-        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
-        out.append(I("bra", record, guard=ptx.Guard(bad)))
+        out.extend(verdict(ViolationKind.MISALIGNED_ACCESS))
+        out.append(I("bra", misaligned, guard=ptx.Guard(bad)))
     out.append(I("bra.uni", do))
-    out.append(ptx.Label(record))
-    out.extend(_record(em, acc, addr, kind))
+    if tally < 0:
+        out.append(ptx.Label(record))
+        out.extend(_record(em, acc, addr, kind))
+    else:
+        refused = em.label("refd")
+        out.append(ptx.Label(record))
+        out.extend(_count(em, addr, tally))
+        if a.alignment > 1:
+            out.append(I("bra.uni", refused))
+            out.append(ptx.Label(misaligned))
+            out.extend(_count(em, addr, tally + 1))
+        out.append(ptx.Label(refused))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
     return out
@@ -311,16 +330,23 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
     bad = em.reg("bad", ".pred")
     lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
     record = em.label("rec")
+    tally = _tally(em, acc)
+
+    def verdict(reg: str, value: object) -> list[Statement]:
+        # a tallied site's kind and tag are the host's to classify
+        return [] if tally >= 0 else [I("mov.u32", reg, value)]
+
     out: list[Statement] = [
         I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
-        I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
-        I("mov.u32", tag, 0),
+        *verdict(kind, ViolationKind.NULL_POINTER.code),
+        *verdict(tag, 0),
         I("bra", record, guard=ptx.Guard(bad)),
         em.load_ctx(),
-        I("ld.global.u32", tag, Address(Register(ctx), at + field("tag"))),
+        *([] if tally >= 0 else
+          [I("ld.global.u32", tag, Address(Register(ctx), at + field("tag")))]),
         I("ld.global.u64", lo, Address(Register(ctx), at + field("low"))),
         I("ld.global.u64", hi, Address(Register(ctx), at + field("high"))),
-        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        *verdict(kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
         I("setp.lt.u64", bad, addr, lo),
         I("bra", record, guard=ptx.Guard(bad)),
         # a static zero-width access may start at the end
@@ -331,9 +357,9 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
     out += [
         I("ld.global.u32", state, Address(Register(ctx), at + field("state"))),
         I("setp.ne.u32", bad, state, layout.ALLOC_LIVE),
-        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code),
+        *verdict(kind, ViolationKind.USE_AFTER_FREE.code),
         I("bra", record, guard=ptx.Guard(bad)),
-        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        *verdict(kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
     ]
     # inside [lo, hi): the access fits when hi - addr >= its width
     span = em.reg("span", ".b64")
@@ -347,11 +373,14 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
     if a.alignment > 1:
         out.append(I("and.b64", span, addr, a.alignment - 1))
         out.append(I("setp.ne.u64", bad, span, 0))
-        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
+        out.extend(verdict(kind, ViolationKind.MISALIGNED_ACCESS.code))
         out.append(I("bra", record, guard=ptx.Guard(bad)))
     out.append(I("bra.uni", do))
     out.append(ptx.Label(record))
-    out.extend(_record(em, acc, addr, kind, tag))
+    if tally >= 0:
+        out.extend(_count(em, addr, tally))
+    else:
+        out.extend(_record(em, acc, addr, kind, tag))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
     return out
@@ -629,6 +658,82 @@ _OUT_OF_BOUNDS = {
     "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
     "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
 }
+
+
+def _tally(em: Emitter, acc: Access) -> int:
+    """The first tally of ``acc``'s site (given one now, the first time its
+    slow path is written), or -1 when the site writes records: an access of
+    a size known only at run time (the host would not know its width)."""
+    sites = em.plan.sites
+    site = sites[acc.site]
+    if site.tally >= 0:
+        return site.tally
+    if acc.access.size is not None:
+        return -1
+    v = acc.value
+    assert isinstance(v, prov.Ptr)
+    root = v.root
+    site = dataclasses.replace(
+        site, tally=sites.tally_count, alignment=acc.access.alignment,
+        root_index=em.plan.root_index[root] if isinstance(root, prov.ParamRoot) else -1,
+        root_space=root.space if isinstance(root, prov.VarRoot) else None)
+    sites.sites[site.id] = site
+    sites.tally_count += site.tallies
+    return site.tally
+
+
+def _count(em: Emitter, addr: str, tally: int) -> list[Statement]:
+    """A failing access counted in its site's tally (design B of issue 14):
+    one atomic add on the count; while the count was below
+    ``layout.TALLY_OFFENDERS``, the address and the packed thread and block
+    ids stored in that offender's own store block, every field at an
+    immediate offset from the violation buffer.  No record is claimed and no
+    kind or tag computed (the host classifies them from the site), so the
+    only registers live beside the program's are the buffer, the count and
+    one id at a time."""
+    ctx, buf = em.ctx(), em.reg("buf", ".b64")
+    i, t, u = em.reg("ri", ".b32"), em.reg("rt", ".b32"), em.reg("ru", ".b32")
+    full = em.reg("full", ".pred")
+    done = em.label("tald")
+    blocks = [em.label("tal") for _ in range(layout.TALLY_OFFENDERS)]
+    offender = layout.OFFENDER.offset
+    out: list[Statement] = [
+        em.load_ctx(),
+        I("ld.global.u64", buf, Address(Register(ctx), layout.LAUNCH_CONTEXT.offset("violations"))),
+        I("atom.global.add.u32", i, Address(Register(buf), layout.tally_offset(tally)), 1),
+        I("setp.ge.u32", full, i, layout.TALLY_OFFENDERS),
+        I("bra", done, guard=ptx.Guard(full)),
+    ]
+    for k in range(1, layout.TALLY_OFFENDERS):
+        out.append(I("setp.eq.u32", full, i, k))
+        out.append(I("bra", blocks[k], guard=ptx.Guard(full)))
+    for k, label in enumerate(blocks):
+        at = layout.offender_offset(tally, k)
+
+        def store(field: str, value: str, width: str = "u32", at: int = at) -> None:
+            out.append(I(f"st.global.{width}", Address(Register(buf), at + offender(field)),
+                         value))
+
+        if k:
+            out.append(ptx.Label(label))
+        store("address", addr, "u64")
+        out.append(I("mov.u32", t, "%tid.x"))
+        for axis, shift in (("y", 10), ("z", 20)):
+            out.append(I("mov.u32", u, f"%tid.{axis}"))
+            out.append(I("shl.b32", u, u, shift))
+            out.append(I("or.b32", t, t, u))
+        store("thread", t)
+        out.append(I("mov.u32", t, "%ctaid.x"))
+        store("block_x", t)
+        out.append(I("mov.u32", t, "%ctaid.y"))
+        out.append(I("mov.u32", u, "%ctaid.z"))
+        out.append(I("shl.b32", u, u, 16))
+        out.append(I("or.b32", t, t, u))
+        store("block_yz", t)
+        if k + 1 < len(blocks):
+            out.append(I("bra.uni", done))
+    out.append(ptx.Label(done))
+    return out
 
 
 def _record(em: Emitter, acc: Access, addr: str, kind: str,
