@@ -413,7 +413,7 @@ class Engine:
             for launch in pending:
                 try:
                     records, dropped = self.pipeline.collect(launch)
-                except DeviceMemoryError as e:
+                except (DeviceMemoryError, host.UnclassifiedTally) as e:
                     self.findings.problem(f"{launch.kernel}: {e}")
                     self.findings.freed_arguments(launch.kernel, launch.freed_arguments)
                     continue
