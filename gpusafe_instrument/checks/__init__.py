@@ -15,15 +15,16 @@ What happens to each memory access (``query.instruction_accesses``):
   ``emission``), fewer of them where one filter covers several accesses
   (``optimisation``).
 * A failing filter branches to the access's out-of-line *slow path* at the end
-  of the function (``slow_path``), which decides precisely and records a
-  violation inline (no call: the device runtime's verdicts, written in PTX),
-  then performs the access or skips it.
+  of the function (``slow_path``), which decides precisely and leaves the
+  violation for the host inline (``records``: a count in the site's tally,
+  classified on the host, or a violation record; no call: the device
+  runtime's verdicts, written in PTX), then performs the access or skips it.
 * The driver (``driver``) handles the module: which functions need the launch
   context, their call sites, each kernel's launch ABI, and the kernels left
   unchecked.
 
 Modules in data-flow order: ``outcome`` (results and errors), ``planning``,
-``conditions``, ``emission``, ``optimisation``, ``slow_path``, ``rewrite``
+``conditions``, ``emission``, ``optimisation``, ``records``, ``slow_path``, ``rewrite``
 (one function), ``selection`` (checked copies for a subset of kernels),
 ``driver``.
 """

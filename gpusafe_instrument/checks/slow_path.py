@@ -2,9 +2,10 @@
 
 It respects the instruction's guard (and, for a copy, the ignore-src
 predicate and a src-size of zero: no source is read then), decides
-precisely, records a violation, then jumps back to perform the access or
-skips it.  All of it is inline PTX, with the device runtime's verdicts in
-its order and its record layout (``layout.VIOLATION_RECORD``): a window
+precisely, leaves the violation for the host (``records``: a count in its
+site's tally, or a violation record), then jumps back to perform the access
+or skips it.  All of it is inline PTX, with the device runtime's verdicts in
+its order: a window
 access against the variable's extent (:func:`_inline_window`), a root access
 against the bounds the host resolved at launch (:func:`_inline_root`), any
 other access by classifying its space and looking it up in the allocation
@@ -22,7 +23,6 @@ mbarrier so that the threads waiting on it do not hang.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -44,6 +44,7 @@ from ..nodes import (
 )
 from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION, DYNAMIC_SHARED
+from . import records
 from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
@@ -259,7 +260,7 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
     kind = em.reg("kind", ".b32")
     bad = em.reg("bad", ".pred")
     record = em.label("rec")
-    tally = _tally(em, acc)
+    tally = records.tally(em, acc)
     # a tallied site's misaligned accesses count in its second tally: the
     # host cannot tell them from accesses outside the variable
     misaligned = em.label("recm") if tally >= 0 else record
@@ -297,15 +298,15 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
     out.append(I("bra.uni", do))
     if tally < 0:
         out.append(ptx.Label(record))
-        out.extend(_record(em, acc, addr, kind))
+        out.extend(records.record(em, acc, addr, kind))
     else:
         refused = em.label("refd")
         out.append(ptx.Label(record))
-        out.extend(_count(em, addr, tally))
+        out.extend(records.count(em, addr, tally))
         if a.alignment > 1:
             out.append(I("bra.uni", refused))
             out.append(ptx.Label(misaligned))
-            out.extend(_count(em, addr, tally + 1))
+            out.extend(records.count(em, addr, tally + 1))
         out.append(ptx.Label(refused))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
@@ -330,7 +331,7 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
     bad = em.reg("bad", ".pred")
     lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
     record = em.label("rec")
-    tally = _tally(em, acc)
+    tally = records.tally(em, acc)
 
     def verdict(reg: str, value: object) -> list[Statement]:
         # a tallied site's kind and tag are the host's to classify
@@ -378,9 +379,9 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
     out.append(I("bra.uni", do))
     out.append(ptx.Label(record))
     if tally >= 0:
-        out.extend(_count(em, addr, tally))
+        out.extend(records.count(em, addr, tally))
     else:
-        out.extend(_record(em, acc, addr, kind, tag))
+        out.extend(records.record(em, acc, addr, kind, tag))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
     return out
@@ -461,7 +462,7 @@ def _inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str) -> l
         out.extend(_judge(em, acc, addr, lo, size, em.reg("state", ".b32"), kind, record, do,
                           cache=16))
     out.append(ptx.Label(record))
-    out.extend(_record(em, acc, addr, kind, tag))
+    out.extend(records.record(em, acc, addr, kind, tag))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
     return out
@@ -651,134 +652,11 @@ def _judge(em: Emitter, acc: Access, addr: str, lo: str, size: str, state: str |
     return out
 
 
-_RECORD = layout.VIOLATION_RECORD.offset
-_BUFFER = layout.VIOLATION_BUFFER.offset
 _OUT_OF_BOUNDS = {
     "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
     "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
     "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
 }
-
-
-def _tally(em: Emitter, acc: Access) -> int:
-    """The first tally of ``acc``'s site (given one now, the first time its
-    slow path is written), or -1 when the site writes records: an access of
-    a size known only at run time (the host would not know its width)."""
-    sites = em.plan.sites
-    site = sites[acc.site]
-    if site.tally >= 0:
-        return site.tally
-    if acc.access.size is not None:
-        return -1
-    v = acc.value
-    assert isinstance(v, prov.Ptr)
-    root = v.root
-    site = dataclasses.replace(
-        site, tally=sites.tally_count, alignment=acc.access.alignment,
-        root_index=em.plan.root_index[root] if isinstance(root, prov.ParamRoot) else -1,
-        root_space=root.space if isinstance(root, prov.VarRoot) else None)
-    sites.sites[site.id] = site
-    sites.tally_count += site.tallies
-    return site.tally
-
-
-def _count(em: Emitter, addr: str, tally: int) -> list[Statement]:
-    """A failing access counted in its site's tally (design B of issue 14):
-    one atomic add on the count; while the count was below
-    ``layout.TALLY_OFFENDERS``, the address and the packed thread and block
-    ids stored in that offender's own store block, every field at an
-    immediate offset from the violation buffer.  No record is claimed and no
-    kind or tag computed (the host classifies them from the site), so the
-    only registers live beside the program's are the buffer, the count and
-    one id at a time."""
-    ctx, buf = em.ctx(), em.reg("buf", ".b64")
-    i, t, u = em.reg("ri", ".b32"), em.reg("rt", ".b32"), em.reg("ru", ".b32")
-    full = em.reg("full", ".pred")
-    done = em.label("tald")
-    blocks = [em.label("tal") for _ in range(layout.TALLY_OFFENDERS)]
-    offender = layout.OFFENDER.offset
-    out: list[Statement] = [
-        em.load_ctx(),
-        I("ld.global.u64", buf, Address(Register(ctx), layout.LAUNCH_CONTEXT.offset("violations"))),
-        I("atom.global.add.u32", i, Address(Register(buf), layout.tally_offset(tally)), 1),
-        I("setp.ge.u32", full, i, layout.TALLY_OFFENDERS),
-        I("bra", done, guard=ptx.Guard(full)),
-    ]
-    for k in range(1, layout.TALLY_OFFENDERS):
-        out.append(I("setp.eq.u32", full, i, k))
-        out.append(I("bra", blocks[k], guard=ptx.Guard(full)))
-    for k, label in enumerate(blocks):
-        at = layout.offender_offset(tally, k)
-
-        def store(field: str, value: str, width: str = "u32", at: int = at) -> None:
-            out.append(I(f"st.global.{width}", Address(Register(buf), at + offender(field)),
-                         value))
-
-        if k:
-            out.append(ptx.Label(label))
-        store("address", addr, "u64")
-        out.append(I("mov.u32", t, "%tid.x"))
-        for axis, shift in (("y", 10), ("z", 20)):
-            out.append(I("mov.u32", u, f"%tid.{axis}"))
-            out.append(I("shl.b32", u, u, shift))
-            out.append(I("or.b32", t, t, u))
-        store("thread", t)
-        out.append(I("mov.u32", t, "%ctaid.x"))
-        store("block_x", t)
-        out.append(I("mov.u32", t, "%ctaid.y"))
-        out.append(I("mov.u32", u, "%ctaid.z"))
-        out.append(I("shl.b32", u, u, 16))
-        out.append(I("or.b32", t, t, u))
-        store("block_yz", t)
-        if k + 1 < len(blocks):
-            out.append(I("bra.uni", done))
-    out.append(ptx.Label(done))
-    return out
-
-
-def _record(em: Emitter, acc: Access, addr: str, kind: str,
-            tag: object = 0) -> list[Statement]:
-    """``__gpusafe_record`` inline (tag 0: a variable is no allocation): claim
-    a record of the violation buffer, or count it as dropped when the buffer
-    is full."""
-    a = acc.access
-    ctx, buf, rec = em.ctx(), em.reg("buf", ".b64"), em.reg("rec", ".b64")
-    i, cap = em.reg("ri", ".b32"), em.reg("rcap", ".b32")
-    full = em.reg("full", ".pred")
-    done, dropped = em.label("recd"), em.label("drop")
-    out: list[Statement] = [
-        em.load_ctx(),
-        I("ld.global.u64", buf, Address(Register(ctx), layout.LAUNCH_CONTEXT.offset("violations"))),
-        I("setp.eq.u64", full, buf, 0),
-        I("bra", done, guard=ptx.Guard(full)),
-        I("atom.add.u32", i, Address(Register(buf), _BUFFER("count")), 1),
-        I("ld.u32", cap, Address(Register(buf), _BUFFER("capacity"))),
-        I("setp.ge.u32", full, i, cap),
-        I("bra", dropped, guard=ptx.Guard(full)),
-        I("mul.wide.u32", rec, i, layout.VIOLATION_RECORD.size),
-        I("add.u64", rec, rec, buf),
-    ]
-    base = layout.VIOLATION_BUFFER.size
-
-    def store(field: str, value: object, width: str = "u32", index: int = 0) -> None:
-        out.append(I(f"st.{width}", Address(Register(rec), base + _RECORD(field) + 4 * index),
-                     value))
-
-    store("kind", kind)
-    store("site", acc.site)
-    store("address", addr, "u64")
-    store("width", a.size.name if a.size is not None else a.width)
-    store("tag", tag)
-    t = em.reg("rt", ".b32")
-    for field, sreg in (("thread", "%tid"), ("block", "%ctaid")):
-        for k, axis in enumerate("xyz"):
-            out.append(I("mov.u32", t, f"{sreg}.{axis}"))
-            store(field, t, index=k)
-    out.append(I("bra.uni", done))
-    out.append(ptx.Label(dropped))
-    out.append(I("atom.add.u32", i, Address(Register(buf), _BUFFER("dropped")), 1))
-    out.append(ptx.Label(done))
-    return out
 
 
 def warp_collectives(module) -> bool:
