@@ -21,6 +21,8 @@ Memory picture of one launch (all in device global memory)::
     hidden kernel param (.u64) ──▶ LaunchContext
                                      ├─ violations ──▶ ViolationBuffer header
                                      │                 + ViolationRecord[capacity]
+                                     │                 (SiteTally[tally_count] below the
+                                     │                  header: tally t at tally_offset(t))
                                      ├─ table ──▶ AllocationEntry[table_len] (sorted by base)
                                      ├─ heap ──▶ HeapHeader + HeapEntry[capacity] + u64 ring[]
                                      │           (the context's in-kernel malloc blocks, kept
