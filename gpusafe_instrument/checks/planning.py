@@ -278,9 +278,13 @@ class FunctionPlan:
                 self.fallback_roots.add(ridx)
             self._new_site(acc, str(v.root))
             return
-        if isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot) and v.space == space \
-                and (v.root.index in self.decided
-                     or (v.root.index in self.windows and space in ("local", "generic"))):
+        if isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot) and (
+                (v.root.index in self.decided
+                 and (v.space == space or (v.space, space) == ("generic", "global")))
+                or (v.root.index in self.windows and v.space == space
+                    and space in ("local", "generic"))):
+            # a generic pointer read with ld.global (``__ldg``) is a global
+            # address, as a kernel's root is
             acc.mode = Mode.ARGUMENT
             if space == "generic" and v.root.index not in self.decided:
                 self.uses_cache = True  # the runtime looks it up
