@@ -342,7 +342,10 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
     starts, outside, misaligned, as ``slow_path._inline_root`` (a freed
     root's window is empty, so its accesses all come here).  A variable's
     descriptor is its out-of-bounds kind: null page (for a global or generic
-    address), outside, misaligned, as ``slow_path._inline_window``."""
+    address), outside, misaligned, as ``slow_path._inline_window``.  Few
+    temporaries: each compare's operand is computed in the one register
+    ``off`` right before it (a slow path's registers count in the kernel's,
+    ptxas)."""
     a = acc.access
     v = acc.value
     assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
@@ -350,17 +353,12 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
     kinds = em.plan.window_kinds[k]
     kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
     bad = em.reg("bad", ".pred")
-    w64 = em.reg("w64", ".b64")
     record, root = em.label("rec"), em.label("root")
     out: list[Statement] = [I("mov.u32", tag, 0)]
     if a.space in ("global", "generic"):
         out += [I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
                 I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
                 I("bra", record, guard=ptx.Guard(bad))]
-    if a.size is not None:
-        out.append(I("cvt.u64.u32", w64, a.size.name))
-    else:
-        out.append(I("mov.u64", w64, a.width))
     out.append(I("ld.param.u32", kind, Address(Symbol(descriptor_param(k)))))
     if ROOT in kinds and kinds - {ROOT}:
         out.append(I("setp.ge.u32", bad, kind, layout.LAUNCH_CONTEXT.size))
@@ -373,8 +371,22 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
     return Decision(out, record, kind, tag)
 
 
-def _alignment(acc: Access, addr: str, t: str, bad: str, kind: str,
-               record: str) -> list[Statement]:
+def _fits(em: Emitter, acc: Access, room: str, bad: str, record: str) -> list[Statement]:
+    """On to ``record`` when the ``room`` bytes left from the address do not
+    hold the access, or the address is misaligned (``room`` is then free)."""
+    a = acc.access
+    out: list[Statement] = []
+    if a.size is not None:
+        w = em.reg("w64", ".b64")
+        out += [I("cvt.u64.u32", w, a.size.name), I("setp.lt.u64", bad, room, w)]
+    else:
+        out.append(I("setp.lt.u64", bad, room, a.width))
+    out.append(I("bra", record, guard=ptx.Guard(bad)))
+    return out
+
+
+def _aligned(acc: Access, addr: str, t: str, bad: str, kind: str,
+             record: str) -> list[Statement]:
     al = acc.access.alignment
     if al <= 1:
         return []
@@ -391,25 +403,22 @@ def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, kind: str, reco
     v = acc.value
     assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
     low, size = em.argument_window(v.root.index, acc.access.space, bits)
-    bad = em.reg("bad", ".pred")
-    w64, span, off = em.reg("w64", ".b64"), em.reg("span", ".b64"), em.reg("off", ".b64")
+    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    static_empty = acc.access.size is None and acc.access.width == 0
     out: list[Statement] = []
     if bits != 64:
-        lo64 = em.reg("lo", ".b64")
-        out += [I("cvt.u64.u32", lo64, low), I("cvt.u64.u32", span, size)]
-        low = lo64
-    else:
-        out.append(I("mov.u64", span, size))
+        lo64, size64 = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+        out += [I("cvt.u64.u32", lo64, low), I("cvt.u64.u32", size64, size)]
+        low, size = lo64, size64
     out += [
         I("setp.lt.u64", bad, addr, low),
         I("bra", record, guard=ptx.Guard(bad)),
-        I("setp.lt.u64", bad, span, w64),
-        I("bra", record, guard=ptx.Guard(bad)),
-        I("sub.u64", span, span, w64),
         I("sub.u64", off, addr, low),
-        I("setp.gt.u64", bad, off, span),
+        I("setp.gt.u64" if static_empty else "setp.ge.u64", bad, off, size),
         I("bra", record, guard=ptx.Guard(bad)),
-        *_alignment(acc, addr, off, bad, kind, record),
+        I("sub.u64", off, size, off),
+        *_fits(em, acc, off, bad, record),
+        *_aligned(acc, addr, off, bad, kind, record),
         I("bra.uni", do),
     ]
     return out
@@ -422,30 +431,27 @@ def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str, record: s
     a = acc.access
     field = layout.ROOT_BOUNDS.offset
     ctx, rp = em.ctx(), em.reg("rp", ".b64")
-    bad = em.reg("bad", ".pred")
-    lo, hi = em.reg("lo", ".b64"), em.reg("hi", ".b64")
-    state, w64, span = em.reg("state", ".b32"), em.reg("w64", ".b64"), em.reg("span", ".b64")
+    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    state = em.reg("state", ".b32")
     static_empty = a.size is None and a.width == 0  # may start at the end
     return [
         em.load_ctx(),
         I("cvt.u64.u32", rp, kind),
         I("add.u64", rp, rp, ctx),
         I("ld.global.u32", tag, Address(Register(rp), field("tag"))),
-        I("ld.global.u64", lo, Address(Register(rp), field("low"))),
-        I("ld.global.u64", hi, Address(Register(rp), field("high"))),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        I("ld.global.u64", off, Address(Register(rp), field("low"))),
+        I("setp.lt.u64", bad, addr, off),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("ld.global.u64", off, Address(Register(rp), field("high"))),
+        I("setp.gt.u64" if static_empty else "setp.ge.u64", bad, addr, off),
+        I("bra", record, guard=ptx.Guard(bad)),
         I("ld.global.u32", state, Address(Register(rp), field("state"))),
-        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
-        I("setp.lt.u64", bad, addr, lo),
-        I("bra", record, guard=ptx.Guard(bad)),
-        I("setp.gt.u64" if static_empty else "setp.ge.u64", bad, addr, hi),
-        I("bra", record, guard=ptx.Guard(bad)),
         I("setp.ne.u32", bad, state, layout.ALLOC_LIVE),
-        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code),
+        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code, guard=ptx.Guard(bad)),
         I("bra", record, guard=ptx.Guard(bad)),
-        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
-        I("sub.u64", hi, hi, addr),
-        I("setp.lt.u64", bad, hi, w64),
-        I("bra", record, guard=ptx.Guard(bad)),
-        *_alignment(acc, addr, span, bad, kind, record),
+        I("sub.u64", off, off, addr),
+        *_fits(em, acc, off, bad, record),
+        *_aligned(acc, addr, off, bad, kind, record),
         I("bra.uni", do),
     ]
