@@ -199,3 +199,21 @@ def test_a_shared_array_overrun_through_a_device_function_is_reported(options):
     assert kinds(o) == {"shared-out-of-bounds"}
     assert len(o.device) == 2
     assert_same(o)
+
+
+FREEING = r"""
+__device__ __noinline__ int last(int* p) { int v = p[1]; free(p); return v; }
+
+extern "C" __global__ void take(int* a, int* out) { out[0] = last(a); }
+"""
+
+
+def test_a_callee_that_frees_keeps_the_lookup():
+    """A root's state is the one the host saw at launch: a function that may
+    free a device-heap block (here the block passed to it) judges what it
+    reads through its parameters by looking the address up, which sees the
+    free."""
+    text = _instrumented(FREEING, ())
+    body = _function(text, "_Z4lastPi")
+    assert "__gpusafe_check" in body
+    assert "__gpusafe_wd0" not in text

@@ -202,10 +202,9 @@ def plan_windows(plans: list[FunctionPlan]) -> dict[str, list[CallSite]]:
         changed = False
         for caller, calls in sites.items():
             for call in calls:
-                params = set(by_name[call.callee].function_params.values())
-                for k, source in enumerate(call.sources):
-                    if k not in params:
-                        continue
+                for k in by_name[call.callee].function_params.values():
+                    # an argument the call sequence does not show is unknown
+                    source = call.sources[k] if k < len(call.sources) else None
                     key = (call.callee, k)
                     got = kinds.setdefault(key, set())
                     before = (len(got), key in unknown)
