@@ -18,8 +18,10 @@ from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
 def _context_last(fn) -> bool:
     """The launch context is the last hidden parameter but the check slots'
-    limits (``emission.limits_as_params``)."""
-    names = [p.name for p in fn.params if not p.name.startswith("__gpusafe_lim")]
+    limits (``emission.limits_as_params``) and the windows of pointer
+    arguments (``arguments``)."""
+    names = [p.name for p in fn.params if not p.name.startswith(("__gpusafe_lim",
+                                                                 "__gpusafe_w"))]
     return names[-1] == CONTEXT_PARAM
 
 

@@ -1,61 +1,117 @@
-"""Pointer arguments that carry the window of a local variable.
+"""Pointer arguments that carry a window: what the callers know, the callee judges.
 
-A kernel that passes the address of one of its per-thread (``.local``)
-arrays to a device function (``int a[8]; fill(a, n);``) gives the callee a
-pointer whose bounds only the caller knows: inside ``fill`` the pointer is a
-parameter, of unknown provenance, and a write past the array would be checked
-for its alignment only (local memory has no allocation table to look in).
+A device function's 8-byte parameter is a pointer of unknown provenance inside
+the function: it could only be judged by looking the address up (the
+allocation table, the device heap, the space of a generic address), which
+compiled in a function reached through the ABI costs ptxas a frame and +10..+20
+registers (``docs/decisions.md``, issue 14).  But its callers often know where
+it points: into one of their kernel's pointer parameters (a *root*, whose
+allocation the host resolves at launch), a ``.shared``, ``.global`` or
+``.local`` variable, or their own parameter that carries a window.  So the
+bounds travel with the pointer.
 
-So the bounds travel with the pointer.  A device function's 8-byte
-parameter *carries a window* when some checked call site passes it a pointer
-derived from a local variable of the caller, or the caller's own parameter
-that carries a window.  Every call site of such a function then passes, in
-two hidden parameters after the launch context (``__gpusafe_wlo<k>``,
-``__gpusafe_whi<k>``), the generic ``[low, high)`` of that variable, or
-``0, 0`` when the argument is not known to point into one.  Inside the
-callee, an access through the parameter (``Mode.ARGUMENT``) is checked
-against the window: a ``.local`` access by its fast filter, a generic one by
-the runtime (which tells a local address from others with ``isspacep.local``;
-a global or shared address is judged as any pointer of unknown provenance).
+* A parameter is **decided** when it has a checked call site and every checked
+  call site passes it such a pointer (a fixed point over the call graph).  Each
+  call site then passes, in three hidden parameters after the launch context
+  (``__gpusafe_wlo<k>``, ``__gpusafe_whi<k>``, ``__gpusafe_wd<k>``), the
+  generic ``[low, high)`` of the root's allocation or of the variable, and a
+  descriptor: for a root, the offset of its bounds (``layout.ROOT_BOUNDS``) in
+  the launch context; for a variable, the code of its out-of-bounds kind.  A
+  freed root passes ``[low, low)``, so that no access passes the fast filter.
+  Inside the callee, an access through the parameter (``Mode.ARGUMENT``) is
+  filtered against the window and decided inline (:func:`decide`): the
+  verdicts of a kernel's own root check (null page, outside, freed,
+  misaligned, against the root's bounds read from the launch context) or
+  window check (null page, outside the variable, misaligned), with no call
+  and no lookup.
+* A parameter some call site passes a pointer of unknown provenance (loaded
+  from memory, merged from two roots, returned by a call, or passed by a
+  function that frees device-heap blocks: a root's state is the launch's)
+  keeps the runtime's lookup.  When some call site passes a local variable
+  (or forwards a window holding one), it still takes ``[low, high)`` in two
+  hidden parameters: a local access is judged against that window, a generic
+  one by the runtime, which tells a local address from others with
+  ``isspacep.local``; the other call sites pass ``0, 0`` (not known).
 
-A parameter no call site passes a local pointer to carries no window and
-changes nothing: the callee's signature and checks stay as they were.
+The window is the root's or the variable's, not the pointer's: a caller
+passing ``p + n`` past its allocation gives the callee the allocation's
+bounds, and an access through it is out of bounds as it would be in the
+caller.  A parameter no call site passes a known pointer to changes nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import NamedTuple, Union
 
+from .. import layout, ptx, query
 from .. import provenance as prov
-from .. import query
-from ..nodes import Address, ArgumentList, Instruction, Register, Symbol
-from .planning import FunctionPlan
+from ..kinds import ViolationKind
+from ..nodes import Address, ArgumentList, Instruction, Register, Statement, Symbol
+from .emission import CONTEXT_REGISTER, Emitter, I, window_params
+from .planning import Access, FunctionPlan
 from .selection import calls_in
 
-WindowSource = Union[prov.VarRoot, int]
-"""Where an argument's window comes from: a local variable of the caller, or
-the caller's own parameter of that index (when it carries a window)."""
+Source = Union[prov.VarRoot, prov.ParamRoot, int]
+"""Where an argument points: a variable of the caller, a pointer parameter
+of the calling kernel (a root), or the caller's own parameter of that index."""
+
+LOCAL, VARIABLE, ROOT = "local", "variable", "root"
+"""What a window holds (``FunctionPlan.window_kinds``): a local variable,
+another variable, a root's allocation."""
+
+DESCRIPTOR_PARAM = "__gpusafe_wd"
+"""Name (before the parameter index) of the hidden parameter describing a
+decided parameter's window: a root's bounds offset, or a variable's kind."""
+
+_OUT_OF_BOUNDS = {
+    "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+    "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
+    "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
+}
+
+
+def descriptor_param(k: int) -> str:
+    """The hidden parameter holding the descriptor of decided parameter ``k``."""
+    return DESCRIPTOR_PARAM + str(k)
+
+
+def hidden_params(fp: FunctionPlan, k: int) -> tuple[str, ...]:
+    """The hidden parameters of ``fp``'s parameter ``k`` (which carries a window)."""
+    names = window_params(k)
+    return (*names, descriptor_param(k)) if k in fp.decided else names
 
 
 @dataclass(frozen=True)
 class CallSite:
-    """A direct call, and where the window of each argument would come from."""
+    """A direct call, and where each argument points."""
 
     instr: Instruction
     callee: str
-    sources: tuple[WindowSource | None, ...]
+    sources: tuple[Source | None, ...]
 
 
-def _source(value: prov.Value | None) -> WindowSource | None:
+def _source(value: prov.Value | None) -> Source | None:
     if not isinstance(value, prov.Ptr):
         return None
     root = value.root
-    if isinstance(root, prov.VarRoot) and root.space == "local" and root.size is not None:
-        return root
+    if isinstance(root, prov.VarRoot):
+        if root.space == "local":
+            return root if root.size is not None else None
+        if value.space == "generic" or (root.space == "global" and value.space == "global"):
+            return root
+        return None
+    if isinstance(root, prov.ParamRoot):
+        return root if value.space in ("global", "generic") else None
     if isinstance(root, prov.ArgRoot):
         return root.index
     return None
+
+
+def _kind(source: prov.VarRoot | prov.ParamRoot) -> str:
+    if isinstance(source, prov.ParamRoot):
+        return ROOT
+    return LOCAL if source.space == "local" else VARIABLE
 
 
 def _arguments(instr: Instruction) -> tuple:
@@ -70,7 +126,7 @@ def _arguments(instr: Instruction) -> tuple:
 
 def call_sites(plan: FunctionPlan, callees: set[str]) -> list[CallSite]:
     """The calls of ``plan``'s function to ``callees``, with each argument's
-    window source: the provenance of the register stored to the argument's
+    source: the provenance of the register stored to the argument's
     ``.param`` variable in the call sequence (or passed directly)."""
     out: list[CallSite] = []
     stored: dict[tuple[tuple[int, ...], str], prov.Value | None] = {}
@@ -98,13 +154,30 @@ def call_sites(plan: FunctionPlan, callees: set[str]) -> list[CallSite]:
     return out
 
 
-def plan_windows(plans: list[FunctionPlan]) -> dict[str, list[CallSite]]:
-    """Decide which parameters carry a window (sets ``FunctionPlan.windows``)
-    and return the call sites of each caller that passes windows, by caller.
+def _freeing(plans: list[FunctionPlan]) -> set[str]:
+    """The functions that call the device heap's ``free`` (the CUDA
+    runtime's, declared and not defined), directly or through their calls."""
+    out = set()
+    for fp in plans:
+        free = next((f for f in fp.module.functions if f.name == "free"), None)
+        if free is not None and free.body is None and "free" in calls_in(fp.fn.body or []):
+            out.add(fp.fn.name)
+    changed = True
+    while changed:
+        changed = False
+        for fp in plans:
+            if fp.fn.name not in out and calls_in(fp.fn.body or []) & out:
+                out.add(fp.fn.name)
+                changed = True
+    return out
 
-    A fixed point over the call graph: a parameter carries a window when a
-    call site passes it a local variable's pointer, or the caller's own
-    parameter that carries one."""
+
+def plan_windows(plans: list[FunctionPlan]) -> dict[str, list[CallSite]]:
+    """Decide which parameters carry a window and which of those are decided
+    (sets ``FunctionPlan.windows``, ``decided`` and ``window_kinds``), register
+    the roots the calling kernels pass (their bounds go in the launch
+    context), and return the call sites of each caller that passes windows,
+    by caller."""
     by_name = {fp.fn.name: fp for fp in plans}
     pointer_takers = {name for name, fp in by_name.items()
                       if not fp.kernel and fp.function_params}
@@ -116,20 +189,268 @@ def plan_windows(plans: list[FunctionPlan]) -> dict[str, list[CallSite]]:
             found = call_sites(fp, pointer_takers)
             if found:
                 sites[fp.fn.name] = found
+    called = {c.callee for calls in sites.values() for c in calls}
+    freeing = _freeing(plans)
+    # least fixed point: what each parameter may be passed, and whether some
+    # call site passes it an unknown pointer
+    kinds: dict[tuple[str, int], set[str]] = {}
+    unknown = {(name, k) for name in pointer_takers
+               for k in by_name[name].function_params.values()
+               if name not in called or name in freeing}
     changed = True
     while changed:
         changed = False
         for caller, calls in sites.items():
-            carried = by_name[caller].windows
             for call in calls:
-                callee = by_name[call.callee]
-                for k, source in enumerate(call.sources):
-                    if source is None or k in callee.windows \
-                            or k not in callee.function_params.values():
-                        continue
-                    if isinstance(source, int) and source not in carried:
-                        continue
-                    callee.windows.add(k)
-                    changed = True
+                for k in by_name[call.callee].function_params.values():
+                    # an argument the call sequence does not show is unknown
+                    source = call.sources[k] if k < len(call.sources) else None
+                    key = (call.callee, k)
+                    got = kinds.setdefault(key, set())
+                    before = (len(got), key in unknown)
+                    if source is None or (caller in freeing and isinstance(source,
+                                                                           prov.ParamRoot)):
+                        unknown.add(key)
+                    elif isinstance(source, int):
+                        got |= kinds.get((caller, source), set())
+                        if (caller, source) in unknown:
+                            unknown.add(key)
+                    else:
+                        got.add(_kind(source))
+                    changed = changed or before != (len(got), key in unknown)
+    for (name, k), got in kinds.items():
+        fp = by_name[name]
+        if not got:
+            continue
+        if (name, k) not in unknown:
+            fp.decided.add(k)
+            fp.windows.add(k)
+            fp.window_kinds[k] = frozenset(got)
+        elif LOCAL in got:
+            fp.windows.add(k)
+    for caller, calls in sites.items():
+        fp = by_name[caller]
+        if not fp.kernel:
+            continue
+        for call in calls:
+            callee = by_name[call.callee]
+            for k, source in enumerate(call.sources):
+                if k in callee.decided and isinstance(source, prov.ParamRoot):
+                    fp.argument_root(source)
     return {caller: [c for c in calls if by_name[c.callee].windows]
             for caller, calls in sites.items()}
+
+
+# --------------------------------------------------------------------------
+# what a call site passes
+
+WINDOW_REGISTER = "%__gs_warg"
+_HIGH_REGISTER, _STATE_REGISTER, _LIVE_PREDICATE = "%__gs_wargh", "%__gs_wargs", "%__gs_wargp"
+CALL_REGISTERS = ((WINDOW_REGISTER, ".b64"), (_HIGH_REGISTER, ".b64"),
+                  (_STATE_REGISTER, ".b32"), (_LIVE_PREDICATE, ".pred"))
+"""The registers a call sequence passing windows declares in its block."""
+
+
+class Caller(NamedTuple):
+    """What a caller knows of the windows it passes: its own windowed
+    parameters (``windows``, of which ``decided``), and its roots' indices."""
+
+    windows: set[int]
+    decided: set[int]
+    roots: dict[prov.ParamRoot, int]
+
+
+def window_arguments(source: Source | None, names: tuple[str, ...],
+                     caller: Caller) -> list[Statement]:
+    """Store the window of ``source`` into the call's argument variables
+    ``names`` (``lo, hi``, and the descriptor for a decided parameter)."""
+    decided = len(names) == 3
+    lo, hi = names[:2]
+    reg = WINDOW_REGISTER
+    if isinstance(source, int) and source in caller.windows and (
+            source in caller.decided or not decided):
+        # the caller's own window, forwarded
+        out: list[Statement] = []
+        for param, arg in zip(window_params(source), (lo, hi), strict=True):
+            out.append(I("ld.param.u64", reg, Address(Symbol(param))))
+            out.append(I("st.param.b64", Address(Symbol(arg)), reg))
+        if decided:
+            out.append(I("ld.param.u32", _STATE_REGISTER,
+                         Address(Symbol(descriptor_param(source)))))
+            out.append(I("st.param.b32", Address(Symbol(names[2])), _STATE_REGISTER))
+        return out
+    if isinstance(source, prov.VarRoot) and (decided or source.space == "local"):
+        out = [I("mov.u64", reg, source.name),
+               I(f"cvta.{source.space}.u64", reg, reg),
+               I("st.param.b64", Address(Symbol(lo)), reg)]
+        if source.size is not None:
+            out.append(I("add.u64", reg, reg, source.size))
+        else:  # dynamic shared memory: the launch's size
+            out += [
+                I("ld.global.u32", _STATE_REGISTER, Address(
+                    Register(CONTEXT_REGISTER),
+                    layout.LAUNCH_CONTEXT.offset("dynamic_shared_size"))),
+                I("cvt.u64.u32", _HIGH_REGISTER, _STATE_REGISTER),
+                I("add.u64", reg, reg, _HIGH_REGISTER),
+            ]
+        out.append(I("st.param.b64", Address(Symbol(hi)), reg))
+        if decided:
+            out.append(I("st.param.b32", Address(Symbol(names[2])),
+                         _OUT_OF_BOUNDS[source.space].code))
+        return out
+    if isinstance(source, prov.ParamRoot) and decided:
+        at = layout.root_offset(caller.roots[source])
+        field = layout.ROOT_BOUNDS.offset
+        ctx = Register(CONTEXT_REGISTER)
+        return [
+            I("ld.global.u64", reg, Address(ctx, at + field("low"))),
+            I("st.param.b64", Address(Symbol(lo)), reg),
+            I("ld.global.u64", _HIGH_REGISTER, Address(ctx, at + field("high"))),
+            I("ld.global.u32", _STATE_REGISTER, Address(ctx, at + field("state"))),
+            I("setp.ne.u32", _LIVE_PREDICATE, _STATE_REGISTER, layout.ALLOC_LIVE),
+            I("mov.u64", _HIGH_REGISTER, reg, guard=ptx.Guard(_LIVE_PREDICATE)),
+            I("st.param.b64", Address(Symbol(hi)), _HIGH_REGISTER),
+            I("st.param.b32", Address(Symbol(names[2])), at),
+        ]
+    assert not decided, "a decided parameter is passed a pointer of unknown provenance"
+    return [I("st.param.b64", Address(Symbol(lo)), 0),
+            I("st.param.b64", Address(Symbol(hi)), 0)]
+
+
+# --------------------------------------------------------------------------
+# what the callee decides
+
+
+class Decision(NamedTuple):
+    """The inline verdict on one access: its code, which ends in a branch to
+    ``do`` (a good access) or reaches ``record`` with the violation's kind
+    and tag in ``kind`` and ``tag``."""
+
+    code: list[Statement]
+    record: str
+    kind: str
+    tag: str
+
+
+def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
+    """The slow path of an access through a decided parameter (``addr``: the
+    full address, 64 bits; ``bits``: those of the access's own address): the
+    verdicts of the runtime in its order, against the window the caller
+    passed.  A root's descriptor is the offset of its bounds in the launch
+    context: null page, outside the allocation, freed where the access
+    starts, outside, misaligned, as ``slow_path._inline_root`` (a freed
+    root's window is empty, so its accesses all come here).  A variable's
+    descriptor is its out-of-bounds kind: null page (for a global or generic
+    address), outside, misaligned, as ``slow_path._inline_window``.  Few
+    temporaries: each compare's operand is computed in the one register
+    ``off`` right before it (a slow path's registers count in the kernel's,
+    ptxas)."""
+    a = acc.access
+    v = acc.value
+    assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+    k = v.root.index
+    kinds = em.plan.window_kinds[k]
+    kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
+    bad = em.reg("bad", ".pred")
+    record, root = em.label("rec"), em.label("root")
+    out: list[Statement] = [I("mov.u32", tag, 0)]
+    if a.space in ("global", "generic"):
+        out += [I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
+                I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
+                I("bra", record, guard=ptx.Guard(bad))]
+    out.append(I("ld.param.u32", kind, Address(Symbol(descriptor_param(k)))))
+    if ROOT in kinds and kinds - {ROOT}:
+        out.append(I("setp.ge.u32", bad, kind, layout.LAUNCH_CONTEXT.size))
+        out.append(I("bra", root, guard=ptx.Guard(bad)))
+    if kinds - {ROOT}:
+        out += _in_variable(em, acc, addr, bits, kind, record, do)
+    if ROOT in kinds:
+        out.append(ptx.Label(root))
+        out += _in_root(em, acc, addr, kind, tag, record, do)
+    return Decision(out, record, kind, tag)
+
+
+def _fits(em: Emitter, acc: Access, room: str, bad: str, record: str) -> list[Statement]:
+    """On to ``record`` when the ``room`` bytes left from the address do not
+    hold the access, or the address is misaligned (``room`` is then free)."""
+    a = acc.access
+    out: list[Statement] = []
+    if a.size is not None:
+        w = em.reg("w64", ".b64")
+        out += [I("cvt.u64.u32", w, a.size.name), I("setp.lt.u64", bad, room, w)]
+    else:
+        out.append(I("setp.lt.u64", bad, room, a.width))
+    out.append(I("bra", record, guard=ptx.Guard(bad)))
+    return out
+
+
+def _aligned(acc: Access, addr: str, t: str, bad: str, kind: str,
+             record: str) -> list[Statement]:
+    al = acc.access.alignment
+    if al <= 1:
+        return []
+    return [I("and.b64", t, addr, al - 1),
+            I("setp.ne.u64", bad, t, 0),
+            I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code),
+            I("bra", record, guard=ptx.Guard(bad))]
+
+
+def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, kind: str, record: str,
+                 do: str) -> list[Statement]:
+    """``addr`` against the window ``[low, low + size)`` the filter compared
+    with (``kind`` holds the variable's out-of-bounds kind)."""
+    v = acc.value
+    assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+    low, size = em.argument_window(v.root.index, acc.access.space, bits)
+    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    static_empty = acc.access.size is None and acc.access.width == 0
+    out: list[Statement] = []
+    if bits != 64:
+        lo64, size64 = em.reg("lo", ".b64"), em.reg("hi", ".b64")
+        out += [I("cvt.u64.u32", lo64, low), I("cvt.u64.u32", size64, size)]
+        low, size = lo64, size64
+    out += [
+        I("setp.lt.u64", bad, addr, low),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("sub.u64", off, addr, low),
+        I("setp.gt.u64" if static_empty else "setp.ge.u64", bad, off, size),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("sub.u64", off, size, off),
+        *_fits(em, acc, off, bad, record),
+        *_aligned(acc, addr, off, bad, kind, record),
+        I("bra.uni", do),
+    ]
+    return out
+
+
+def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str, record: str,
+             do: str) -> list[Statement]:
+    """``addr`` against the bounds of the root whose offset in the launch
+    context ``kind`` holds."""
+    a = acc.access
+    field = layout.ROOT_BOUNDS.offset
+    ctx, rp = em.ctx(), em.reg("rp", ".b64")
+    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    state = em.reg("state", ".b32")
+    static_empty = a.size is None and a.width == 0  # may start at the end
+    return [
+        em.load_ctx(),
+        I("cvt.u64.u32", rp, kind),
+        I("add.u64", rp, rp, ctx),
+        I("ld.global.u32", tag, Address(Register(rp), field("tag"))),
+        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        I("ld.global.u64", off, Address(Register(rp), field("low"))),
+        I("setp.lt.u64", bad, addr, off),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("ld.global.u64", off, Address(Register(rp), field("high"))),
+        I("setp.gt.u64" if static_empty else "setp.ge.u64", bad, addr, off),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("ld.global.u32", state, Address(Register(rp), field("state"))),
+        I("setp.ne.u32", bad, state, layout.ALLOC_LIVE),
+        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code, guard=ptx.Guard(bad)),
+        I("bra", record, guard=ptx.Guard(bad)),
+        I("sub.u64", off, off, addr),
+        *_fits(em, acc, off, bad, record),
+        *_aligned(acc, addr, off, bad, kind, record),
+        I("bra.uni", do),
+    ]

@@ -4,9 +4,9 @@ Launch context convention: every checked ``.entry`` gets one hidden trailing
 ``.u64`` parameter (``__gpusafe_ctx``) holding the address of the launch
 context (``gpusafe_instrument/layout.py``); every ``.func`` defined in the module that
 checks an access, or calls one that does, gets the same trailing parameter and
-each of its call sites passes the caller's; after it, two parameters for each
-pointer parameter that carries the window of a caller's local variable
-(``arguments``).  Functions declared but not defined in the module
+each of its call sites passes the caller's; after it, the hidden parameters of
+each pointer parameter that carries a window (``arguments``: two, or three
+when every caller passes a known one).  Functions declared but not defined in the module
 (``vprintf``, ``malloc``, other modules' functions) keep their signature and
 are not checked.
 
@@ -48,8 +48,15 @@ from ..nodes import (
 from ..printer import statements_chunks
 from ..runtime import CONTEXT_PARAM, HEAP_WRAPPERS, is_instrumented, link
 from ..sites import KernelInfo, RootInfo, SiteTable, SlotInfo
-from .arguments import CallSite, WindowSource, plan_windows
-from .emission import CONTEXT_REGISTER, I, limit_param, limits_as_params, window_params
+from .arguments import (
+    CALL_REGISTERS,
+    Caller,
+    CallSite,
+    hidden_params,
+    plan_windows,
+    window_arguments,
+)
+from .emission import CONTEXT_REGISTER, I, limit_param, limits_as_params
 from .launch_proof import proven_entry
 from .outcome import CannotCheck, InstrumentError, InstrumentResult
 from .planning import FunctionPlan
@@ -165,7 +172,7 @@ class _Attempt:
             self.plans.append(fp)
             if fp.kernel and not fp.calls.direct and not fp.calls.indirect \
                     and not (fp.calls.symbols.keys() & functions):
-                self._finish_function(fp, _Arguments(set(), {}, {}, set()))
+                self._finish_function(fp, _Arguments(set(), {}, {}, Caller(set(), set(), {})))
         self.needy = _needing_context(self.plans)
         self.freeing = _mark_freeing(self.plans)
         for fp in self.plans:
@@ -206,18 +213,19 @@ class _Attempt:
 
     def finish(self, unchecked: dict[str, str]) -> InstrumentResult:
         module, needy = self.module, self.needy
-        # the windows each needy function takes (a function that checks
-        # nothing through its pointers takes none)
-        windows = {fp.fn.name: sorted(fp.windows) for fp in self.plans
-                   if fp.windows and fp.fn.name in needy}
+        # the hidden parameters of the windows each needy function takes (a
+        # function that checks nothing through its pointers takes none)
+        windows = {fp.fn.name: {k: hidden_params(fp, k) for k in sorted(fp.windows)}
+                   for fp in self.plans if fp.windows and fp.fn.name in needy}
         for fp in self.plans:
             if fp.finished:
                 continue
             if fp.fn.name in needy:
                 fp.needs_ctx = True
             calls = {id(c.instr): c for c in self.call_sites.get(fp.fn.name, ())}
-            self._finish_function(fp, _Arguments(needy, windows, calls,
-                                                 set(windows.get(fp.fn.name, ())),
+            own = set(windows.get(fp.fn.name, ()))
+            caller = Caller(own, own & fp.decided, fp.root_index)
+            self._finish_function(fp, _Arguments(needy, windows, calls, caller,
                                                  freeing=self.freeing))
         stats = {fp.display: fp.stats for fp in self.plans}
         for fp in self.plans:
@@ -227,8 +235,9 @@ class _Attempt:
         for fn in module.functions:
             if not fn.is_kernel and fn.name in needy:
                 fn.params.append(Param(CONTEXT_PARAM, ".b64"))
-                for k in windows.get(fn.name, ()):
-                    fn.params.extend(Param(name, ".b64") for name in window_params(k))
+                for names in windows.get(fn.name, {}).values():
+                    fn.params.extend(Param(name, ".b64") for name in names[:2])
+                    fn.params.extend(Param(name, ".b32") for name in names[2:])
         if self.targets is not None:
             # copies no checked kernel reaches through a checked call path are dead
             drop_unused_copies(module, set(self.display), printed)
@@ -344,14 +353,15 @@ def _param_offsets(params: list[Param]) -> list[int]:
 class _Arguments:
     """What the calls of one function pass in hidden arguments: the launch
     context to every function in ``needy``, and to a function of
-    ``windows`` the window of each pointer argument that carries one (from
-    ``calls``, the call's window sources; ``own``: the windows the caller
-    itself receives, which it forwards)."""
+    ``windows`` (its windowed parameters' hidden ones) the window of each
+    pointer argument that carries one (from ``calls``, the call's sources;
+    ``caller``: the windows the caller itself receives, which it forwards,
+    and its roots)."""
 
     needy: set[str]
-    windows: dict[str, list[int]]
+    windows: dict[str, dict[int, tuple[str, ...]]]
     calls: dict[int, CallSite]
-    own: set[int]
+    caller: Caller
     heap: dict[int, int] = field(default_factory=dict)
     """The device heap's malloc/free calls (id -> site): they go to the runtime."""
     cache: bool = False  # the caller keeps a lookup cache (``uclo``/``uchi``)
@@ -401,7 +411,6 @@ def _pass_context_in_block(blk: Block, args: _Arguments) -> None:
 _CTX_ARGUMENT = "__gs_ctxarg"
 _SITE_ARGUMENT = "__gs_sitearg"
 _CACHE_LOW, _CACHE_HIGH = "%__gs_uclo", "%__gs_uchi"  # the Emitter's lookup cache
-_WINDOW_REGISTER = "%__gs_warg"
 
 
 def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
@@ -420,16 +429,17 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
         names.append(_SITE_ARGUMENT)
         out += [Variable(".param", ".b32", _SITE_ARGUMENT),
                 I("st.param.b32", Address(Symbol(_SITE_ARGUMENT)), heap_site)]
-    taken = args.windows.get(callee, ())
+    taken = args.windows.get(callee, {})
     if taken:
         site = args.calls.get(id(call))
-        out.append(RegisterDecl(".b64", ((_WINDOW_REGISTER, None),)))
-        for k in taken:
+        out += [RegisterDecl(t, ((r, None),)) for r, t in CALL_REGISTERS]
+        for k, hidden in taken.items():
             source = site.sources[k] if site is not None and k < len(site.sources) else None
-            lo, hi = (f"__gs_w{k}lo", f"__gs_w{k}hi")
-            names += [lo, hi]
-            out += [Variable(".param", ".b64", lo), Variable(".param", ".b64", hi)]
-            out += _window_values(source, lo, hi, args.own)
+            passed = (f"__gs_w{k}lo", f"__gs_w{k}hi", f"__gs_w{k}d")[:len(hidden)]
+            names += passed
+            out += [Variable(".param", ".b64", n) for n in passed[:2]]
+            out += [Variable(".param", ".b32", n) for n in passed[2:]]
+            out += window_arguments(source, passed, args.caller)
     ops = list(call.operands)
     idx = next(i for i, o in enumerate(ops) if isinstance(o, Symbol))
     if heap_site is not None:
@@ -446,28 +456,3 @@ def _hidden_arguments(call: Instruction, args: _Arguments) -> list[Statement]:
         out += [I("mov.u64", _CACHE_LOW, layout.EMPTY_WINDOW[0]),
                 I("mov.u64", _CACHE_HIGH, layout.EMPTY_WINDOW[1])]
     return out
-
-
-def _window_values(source: WindowSource | None, lo: str, hi: str,
-                   own: set[int]) -> list[Statement]:
-    """Store the window ``source`` into the argument variables ``lo`` and
-    ``hi``: a local variable's generic extent, the caller's own window
-    forwarded, or 0, 0 (not known)."""
-    reg = _WINDOW_REGISTER
-    if isinstance(source, prov.VarRoot):
-        assert source.size is not None
-        return [
-            I("mov.u64", reg, source.name),
-            I("cvta.local.u64", reg, reg),
-            I("st.param.b64", Address(Symbol(lo)), reg),
-            I("add.u64", reg, reg, source.size),
-            I("st.param.b64", Address(Symbol(hi)), reg),
-        ]
-    if isinstance(source, int) and source in own:
-        out: list[Statement] = []
-        for param, arg in zip(window_params(source), (lo, hi), strict=True):
-            out.append(I("ld.param.u64", reg, Address(Symbol(param))))
-            out.append(I("st.param.b64", Address(Symbol(arg)), reg))
-        return out
-    return [I("st.param.b64", Address(Symbol(lo)), 0),
-            I("st.param.b64", Address(Symbol(hi)), 0)]

@@ -69,6 +69,9 @@ def limits_as_params(params: list[Param], slots: int) -> bool:
     return slots > 0 and (end + 7) // 8 * 8 + 8 + 8 * slots <= PARAM_SPACE
 
 
+_FORM_TAGS = {"local": "", "generic": "g", "shared": "s", "global": "x"}
+
+
 def window_params(k: int) -> tuple[str, str]:
     """The hidden parameters holding the window of pointer parameter ``k``."""
     return WINDOW_PARAMS[0] + str(k), WINDOW_PARAMS[1] + str(k)
@@ -116,6 +119,8 @@ class Emitter:
         self.var_forms: dict[tuple[str, str, int], str] = {}  # (var, space, bits) -> reg
         self.hoisted_limits: set[int] = set()  # slots whose limit the prologue loads
         self.pinned: dict[tuple[str, int], str] = {}  # (base, end) -> its limit register
+        self.argument_forms: dict[tuple[int, str, int], tuple[str, str]] = {}
+        """(parameter, space, bits) -> the registers of its window (``argument_window``)."""
 
     def reg(self, name: str, type_: str) -> str:
         full = f"%__gs_{name}"
@@ -319,37 +324,42 @@ class Emitter:
         out.append(I("bra", slow, guard=ptx.Guard(p)))
         return out
 
-    def argument_window(self, k: int) -> tuple[str, str]:
-        """Registers holding the window of pointer parameter ``k`` as local
-        addresses: its low end and its size (the prologue loads them)."""
-        return self.reg(f"wl{k}", ".b64"), self.reg(f"wn{k}", ".b64")
+    def argument_window(self, k: int, space: str = "local", bits: int = 64) -> tuple[str, str]:
+        """Registers holding the window of pointer parameter ``k`` as
+        ``space`` addresses of ``bits`` bits: its low end and its size (the
+        prologue loads them)."""
+        key = (k, space, bits)
+        tag = f"{k}{_FORM_TAGS[space]}{'' if bits == 64 else 'h'}"
+        self.argument_forms.setdefault(key, (self.reg(f"wl{tag}", f".b{bits}"),
+                                             self.reg(f"wn{tag}", f".b{bits}")))
+        return self.argument_forms[key]
 
     def argument_filter(self, acc: Access, slow: str) -> list[Statement]:
-        """An access through a pointer parameter whose callers pass the
-        window of the local variable it points into: a generic address is a
-        lookup (the slow path knows the window); a local one is checked
-        against the window here (an unknown window, ``[0, 0)``, always goes
-        to the runtime, which then checks its alignment only)."""
+        """An access through a pointer parameter whose callers pass a
+        window: checked against the window here when every caller passes a
+        known one (``plan.decided``) or the access is local (an unknown
+        window, ``[0, 0)``, always goes to the slow path); otherwise a
+        lookup (the runtime's slow path knows the window)."""
         a = acc.access
-        if a.space != "local":
-            return self.lookup_filter(acc, slow)
         v = acc.value
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
+        if a.space != "local" and v.root.index not in self.plan.decided:
+            return self.lookup_filter(acc, slow)
+        if a.width == 0:
+            return [I("bra.uni", slow)]
         out: list[Statement] = []
         addr, bits = self.address_reg(acc, out)
-        if bits != 64:
-            return [I("bra.uni", slow)]
         p = self.reg("p", ".pred")
-        t64 = self.reg("t", ".b64")
-        low, size = self.argument_window(v.root.index)
+        t = self.reg("t", ".b64") if bits == 64 else self.reg("u", ".b32")
+        low, size = self.argument_window(v.root.index, a.space, bits)
         w = a.width
-        out.append(I("sub.u64", t64, addr, low))
-        out.append(I("add.u64", t64, t64, w))
-        out.append(I("setp.gt.u64", p, t64, size))
-        out.append(I("setp.lt.or.u64", p, t64, w, p))
+        out.append(I(f"sub.u{bits}", t, addr, low))
+        out.append(I(f"add.u{bits}", t, t, w))
+        out.append(I(f"setp.gt.u{bits}", p, t, size))
+        out.append(I(f"setp.lt.or.u{bits}", p, t, w, p))
         if a.alignment > 1:
-            out.append(I("and.b64", t64, addr, a.alignment - 1))
-            out.append(I("setp.ne.or.b64", p, t64, 0, p))
+            out.append(I(f"and.b{bits}", t, addr, a.alignment - 1))
+            out.append(I(f"setp.ne.or.b{bits}", p, t, 0, p))
         out.append(I("bra", slow, guard=ptx.Guard(p)))
         return out
 
@@ -404,11 +414,16 @@ class Emitter:
         if plan.uses_cache:
             out.append(I("mov.u64", self.reg("uclo", ".b64"), layout.EMPTY_WINDOW[0]))
             out.append(I("mov.u64", self.reg("uchi", ".b64"), layout.EMPTY_WINDOW[1]))
-        for k in sorted(plan.argument_windows):
-            low, size = self.argument_window(k)
+        for (k, space, bits), (low, size) in sorted(self.argument_forms.items()):
             lo_param, hi_param = window_params(k)
-            out.append(I("ld.param.u64", low, Address(Symbol(lo_param))))
-            out.append(I("ld.param.u64", size, Address(Symbol(hi_param))))
-            out.append(I("sub.u64", size, size, low))
-            out.append(I("cvta.to.local.u64", low, low))
+            lo64, size64 = (low, size) if bits == 64 else (self.reg("t", ".b64"),
+                                                          self.reg("a", ".b64"))
+            out.append(I("ld.param.u64", lo64, Address(Symbol(lo_param))))
+            out.append(I("ld.param.u64", size64, Address(Symbol(hi_param))))
+            out.append(I("sub.u64", size64, size64, lo64))
+            if space != "generic":
+                out.append(I(f"cvta.to.{space}.u64", lo64, lo64))
+            if bits != 64:
+                out.append(I("cvt.u32.u64", low, lo64))
+                out.append(I("cvt.u32.u64", size, size64))
         return out

@@ -12,9 +12,11 @@ kind, width, address) and the provenance of the address
   in bounds, or the branches dominating the access keep its offset register
   in bounds (``guards``): no check;
 * **argument**: derived from a device function's pointer parameter whose
-  callers pass the window of the local variable it points into
-  (``arguments``): a local access is checked against that window, a generic
-  one as a lookup whose slow path knows the window;
+  callers pass a window (``arguments``): when every caller passes a known
+  one (a root's allocation, a variable), the access is checked against it
+  and decided inline; otherwise (some caller passes a local variable) a
+  local access is checked against the window, a generic one as a lookup
+  whose slow path knows the window;
 * **heap**: not an access but a call of the device heap's ``malloc``/``free``,
   which goes to the runtime's wrapper (``heap_calls``);
 * **lookup**: unknown provenance in global or generic memory (the runtime
@@ -125,8 +127,11 @@ class FunctionPlan:
             self.function_params = {p.name: i for i, p in enumerate(fn.params)
                                     if p.space == ".param" and p.size == 8 and not p.dims}
         self.windows: set[int] = set()
-        """Parameters whose callers pass the window of a local variable (``arguments``)."""
-        self.argument_windows: set[int] = set()  # those a local access is checked against
+        """Parameters whose callers pass a window (``arguments``)."""
+        self.decided: set[int] = set()
+        """Those every caller passes a known window: their accesses are decided inline."""
+        self.window_kinds: dict[int, frozenset[str]] = {}
+        """What each decided parameter's window may hold (``arguments.ROOT``, ...)."""
         self.analysis: prov.Provenance | None = None
         self.launch_proof: str | None = None  # JSON (``launch_proof``), set by the rewrite
         self.original_body: list[Statement] | None = None  # kept for the proven entry
@@ -273,14 +278,16 @@ class FunctionPlan:
                 self.fallback_roots.add(ridx)
             self._new_site(acc, str(v.root))
             return
-        if isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot) \
-                and v.root.index in self.windows and v.space == space \
-                and space in ("local", "generic"):
+        if isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot) and (
+                (v.root.index in self.decided
+                 and (v.space == space or (v.space, space) == ("generic", "global")))
+                or (v.root.index in self.windows and v.space == space
+                    and space in ("local", "generic"))):
+            # a generic pointer read with ld.global (``__ldg``) is a global
+            # address, as a kernel's root is
             acc.mode = Mode.ARGUMENT
-            if space == "local":
-                self.argument_windows.add(v.root.index)
-            else:
-                self.uses_cache = True
+            if space == "generic" and v.root.index not in self.decided:
+                self.uses_cache = True  # the runtime looks it up
             self._new_site(acc, v.root.param)
             return
         if isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot) and (
@@ -366,6 +373,12 @@ class FunctionPlan:
         self.analysis = None
 
     # -- roots and check slots ------------------------------------------------
+
+    def argument_root(self, root: prov.ParamRoot) -> int:
+        """The index of a root the kernel passes to a device function's
+        decided parameter (``arguments``): its bounds go in the launch
+        context, whether or not the kernel accesses memory through it."""
+        return self._root(root)
 
     def _root(self, root: prov.ParamRoot) -> int:
         if root not in self.root_index:

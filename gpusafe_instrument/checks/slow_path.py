@@ -45,6 +45,7 @@ from ..nodes import (
 from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION, DYNAMIC_SHARED
 from . import records
+from .arguments import decide
 from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
@@ -82,6 +83,16 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
         else:
             out.append(I("add.u64", hi, lo, em.reg("dyn", ".b64")))
         out.extend(_inline_window(em, acc, addr, lo, hi, do, skip))
+        return [Verbatim(statements_text(out))]
+    if acc.mode is Mode.ARGUMENT and isinstance(v, prov.Ptr) \
+            and isinstance(v.root, prov.ArgRoot) and v.root.index in plan.decided:
+        # every caller passed a known window (``arguments``): no lookup
+        decision = decide(em, acc, addr, bits, do)
+        out.extend(decision.code)
+        out.append(ptx.Label(decision.record))
+        out.extend(records.record(em, acc, addr, decision.kind, decision.tag))
+        out.extend(_not_performed(em, acc))
+        out.append(I("bra.uni", skip))
         return [Verbatim(statements_text(out))]
     if not plan.kernel or plan.calls.direct or plan.calls.indirect:
         # a device function is called through the ABI, and a kernel making
