@@ -193,11 +193,12 @@ LANES_MODES = ("0", "1", "only")
 
 
 def lanes_mode() -> str:
-    """``GPUSAFE_JIT_LANES``: ``1`` (the default) compiles a kernel the lanes
-    lowering covers with it (:mod:`.lanes`) and every other per thread, ``0``
-    every kernel per thread, ``only`` refuses a kernel the lanes lowering does
-    not cover (for tests: the launch then runs on the interpreter, named)."""
-    raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "1"
+    """``GPUSAFE_JIT_LANES``: ``1`` compiles a kernel the lanes lowering
+    covers with it (:mod:`.lanes`) and every other per thread, ``0`` (the
+    default, until the lanes lowering is faster on the bench's matmul) every
+    kernel per thread, ``only`` refuses a kernel the lanes lowering does not
+    cover (for tests: the launch then runs on the interpreter, named)."""
+    raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "0"
     if raw not in LANES_MODES:
         raise ValueError(f"GPUSAFE_JIT_LANES={raw!r}: expected one of {', '.join(LANES_MODES)}")
     return raw

@@ -342,24 +342,33 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
 
     def assemble(self) -> str:
         """``@warp``: entry (fresh or resumed), the body, the pick and the exits."""
-        points = sorted(self.joins | self.warp_points) if self.suspends else []
-        live = live_at(self.flat, points, self.uses, self.defs, self.successors)
-        saved = sorted({s for regs in live for s in regs}, key=lambda x: int(x[2:]))
+        # registers stay allocas (promoted); a suspension saves those a lane
+        # may need where it waits: after a barrier, the barriers' successors'
+        # live registers; at a yield (rare), those of every join point
+        bars = sorted(i + 1 for i, x in enumerate(self.flat)
+                      if x.op in ("bar", "barrier") and i not in self.warp_points)
+        everywhere = sorted(self.joins | self.warp_points) if self.suspends else []
+        at_bar = set().union(*live_at(self.flat, bars, self.uses, self.defs, self.successors))
+        at_any = set().union(*live_at(self.flat, everywhere, self.uses, self.defs,
+                                      self.successors))
+        saved = sorted(at_bar | at_any, key=lambda x: int(x[2:]))
         self.frame_slots = len(saved)
         place = {slot: k for k, slot in enumerate(saved)}
-        read_first = live_at(self.flat, [0], self.uses, self.defs,
-                             self.successors)[0] if place else set()
-        allocas, fresh = [], []
-        for line in self.allocas:
-            slot = line.split(" = ", 1)[0].strip()
-            vt = vec_type(f"i{self.widths[slot]}")
-            if slot in place:
-                allocas.append(f"  {slot} = getelementptr i8, ptr %frame, i64 "
-                               f"{place[slot] * FRAME_SLOT}")
-                if slot in read_first:
-                    fresh.append(f"  store {vt} zeroinitializer, ptr {slot}, align 8")
-            else:
-                allocas.append(line)
+
+        def moves(slots: set, save: bool) -> str:
+            out = []
+            for slot in sorted(slots, key=lambda x: int(x[2:])):
+                vt = vec_type(f"i{self.widths[slot]}")
+                f = f"%fs{'s' if save else 'r'}{slot[2:]}"
+                out.append(f"  {f} = getelementptr i8, ptr %frame, i64 {place[slot] * FRAME_SLOT}")
+                if save:
+                    out.append(f"  {f}v = load {vt}, ptr {slot}\n  store {vt} {f}v, ptr {f}, "
+                               "align 8")
+                else:
+                    out.append(f"  {f}v = load {vt}, ptr {f}, align 8\n  store {vt} {f}v, "
+                               f"ptr {slot}")
+            return "\n".join(out) + "\n" if out else ""
+        allocas = list(self.allocas)
         lanes = "<" + ", ".join(f"i32 {k}" for k in range(LANES)) + ">"
         runs = sorted(self.joins | {0})
         cases = " ".join(f"i32 {j}, label %L{j}" for j in runs)
@@ -391,12 +400,14 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 + f"  %wsv = shufflevector {_V32} %wsi, {_V32} poison, {_V32} zeroinitializer\n"
                 + "  switch i32 %resume, label %fresh [i32 1, label %resumed "
                   "i32 2, label %released]\n"
-                + "fresh:\n" + "\n".join(fresh) + "\n"
+                + "fresh:\n"
                 + f"  %inw = icmp ult {_V32} %lanev, %wsv\n  store {_V1} %inw, ptr %act\n"
                 + f"  store {_V32} {splat('i32', str(DONE))}, ptr %pcv\n  br label %L0\n"
-                + f"resumed:\n  %rp = load {_V32}, ptr %wst, align 8\n  store {_V32} %rp, ptr %pcv\n"
+                + "resumed:\n" + moves(at_any, False).replace("%fsr", "%fsy")
+                + f"  %rp = load {_V32}, ptr %wst, align 8\n  store {_V32} %rp, ptr %pcv\n"
                 + f"  store {_V1} zeroinitializer, ptr %act\n  br label %pick\n"
-                + f"released:\n  %lp = load {_V32}, ptr %wst, align 8\n"
+                + "released:\n" + moves(at_bar, False)
+                + f"  %lp = load {_V32}, ptr %wst, align 8\n"
                 + f"  %lb = and {_V32} %lp, {splat('i32', str(~AT_BARRIER & 0xFFFFFFFF))}\n"
                 + f"  %ld = icmp eq {_V32} %lp, {splat('i32', str(DONE))}\n"
                 + f"  %lc = select {_V1} %ld, {_V32} %lp, {_V32} %lb\n"
@@ -421,9 +432,11 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 f"kbar_chk:\n  %kd = icmp eq i32 %km, {DONE}\n"
                 "  br i1 %kd, label %done, label %atbar\n"
                 "kbad:\n  unreachable\n"
-                f"atbar:\n  store {_V32} %kp, ptr %wst, align 8\n" + flush.format(p="ab")
+                f"atbar:\n  store {_V32} %kp, ptr %wst, align 8\n" + moves(at_bar, True)
+                + flush.format(p="ab")
                 + "  ret i32 2\n"
                 f"yield:\n  %yp = load {_V32}, ptr %pcv\n  store {_V32} %yp, ptr %wst, align 8\n"
+                + moves(at_any, True).replace("%fss", "%fsz")
                 + flush.format(p="yl") + "  ret i32 3\n"
                 "done:\n" + flush.format(p="dn") + "  ret i32 0\n"
                 "fault:\n" + flush.format(p="ft") + "  ret i32 1\n}\n")
