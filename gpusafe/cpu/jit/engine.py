@@ -189,16 +189,17 @@ class Compiled:
     lanes: bool = False  # warps as vectors (:mod:`.lanes`): per-warp frames and states
 
 
-LANES_MODES = ("0", "1", "only")
+LANES_MODES = ("0", "1", "all", "only")
 
 
 def lanes_mode() -> str:
-    """``GPUSAFE_JIT_LANES``: ``1`` compiles a kernel the lanes lowering
-    covers with it (:mod:`.lanes`) and every other per thread, ``0`` (the
-    default, until the lanes lowering is faster on the bench's matmul) every
-    kernel per thread, ``only`` refuses a kernel the lanes lowering does not
-    cover (for tests: the launch then runs on the interpreter, named)."""
-    raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "0"
+    """``GPUSAFE_JIT_LANES``: ``1`` (the default) compiles with the lanes
+    lowering (:mod:`.lanes`) the kernels it covers that have warp-synchronous
+    instructions (where the per-thread lowering suspends every thread at
+    each, and vectors win), every other kernel per thread; ``all`` every
+    kernel it covers; ``0`` none; ``only`` every kernel it covers and refuses
+    the rest (for tests: the launch then runs on the interpreter, named)."""
+    raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "1"
     if raw not in LANES_MODES:
         raise ValueError(f"GPUSAFE_JIT_LANES={raw!r}: expected one of {', '.join(LANES_MODES)}")
     return raw
@@ -383,12 +384,25 @@ def _compile_text(function: nodes.Function, text: str, key: str,
     return compiled
 
 
+def has_warp_instructions(function: nodes.Function) -> bool:
+    """Whether the kernel's own body has ``shfl``/``vote``/``bar.warp.sync``."""
+    def walk(statements: list) -> bool:
+        for s in statements:
+            if isinstance(s, nodes.Block) and walk(s.statements):
+                return True
+            if isinstance(s, nodes.Instruction) and (
+                    s.op in ("shfl", "vote") or (s.op == "bar" and "warp" in s.modifiers)):
+                return True
+        return False
+    return walk(function.body or [])
+
+
 def _lower_and_compile(function: nodes.Function, functions: dict | None,
                        module_globals: frozenset, tm: Any) -> tuple[bytes, dict]:
     """Object code and its metadata: the lanes lowering where it covers the
     kernel (and ``GPUSAFE_JIT_LANES`` allows), else the per-thread one."""
     mode = lanes_mode()
-    if mode != "0":
+    if mode in ("all", "only") or (mode == "1" and has_warp_instructions(function)):
         try:
             lanes = lower_lanes(function, module_globals)
         except Unsupported:
@@ -399,7 +413,13 @@ def _lower_and_compile(function: nodes.Function, functions: dict | None,
                     "shared_keys": list(lanes.shared_keys), "local_size": 0,
                     "parallel": _atomics_are_atomic(lanes.atomics, lanes.ir),
                     "call_depth": 0, "lanes": True}
-            return jitcache.object_code(lanes.ir + _RESOLVE + lanes_launch_ir(), tm), meta
+            try:
+                return jitcache.object_code(lanes.ir + _RESOLVE + lanes_launch_ir(), tm), meta
+            except RuntimeError as e:  # LLVM rejected the lanes IR: a bug of ours, never a guess
+                if mode == "only":
+                    first = str(e).strip().splitlines()
+                    raise Unsupported(f"lanes: LLVM rejected the IR ({first[-1] if first else e})"
+                                      ) from None
     lowered = lower_kernel(function, functions, module_globals)
     meta = {"sites": lowered.sites, "frame_slots": lowered.frame_slots,
             "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,

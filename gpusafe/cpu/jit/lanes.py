@@ -129,7 +129,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
     # -- the mask and the waiting PCs -----------------------------------------------
 
     def count(self, act: str) -> None:
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         self.raw(f"%cb{n} = bitcast {_V1} {act} to i32\n"
                  f"  %cp{n} = call i32 @llvm.ctpop.i32(i32 %cb{n})\n"
                  f"  %cz{n} = zext i32 %cp{n} to i64\n  %co{n} = load i64, ptr %cnt\n"
@@ -148,7 +148,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                  f"  store {_V32} {q}, ptr %pcv")
 
     def join(self, i: int, warp: bool) -> None:
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         self.raw(f"%jp{n} = load {_V32}, ptr %pcv\n"
                  f"  %jw{n} = icmp eq {_V32} %jp{n}, {splat('i32', str(i))}")
         w = f"%jw{n}"
@@ -176,7 +176,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
     def spin(self, i: int, then: str) -> str:
         """A backward branch: every ``SPIN_YIELD`` the warp yields (its active
         lanes wait at the loop's head, the caller stored that), else ``then``."""
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         self.raw(f"%y{n} = load i32, ptr %spin\n  %y{n}n = add i32 %y{n}, 1\n"
                  f"  store i32 %y{n}n, ptr %spin\n  %y{n}h = icmp eq i32 %y{n}n, {SPIN_YIELD}\n"
                  f"  br i1 %y{n}h, label %Y{n}, label {then}")
@@ -185,7 +185,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
 
     def branch(self, i: int, instr: nodes.Instruction, act: str) -> None:
         t = self.target(instr)
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         if instr.guard is not None:
             taken = self.guard_mask(instr, act)
             self.raw(f"%tb{n} = bitcast {_V1} {taken} to i32\n"
@@ -224,7 +224,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         lane not here wait at ``i`` (not counted: they execute it once, later)."""
         mask_op = instr.operands[-1]
         m = self.vconst(self.read(mask_op, "b32"), "i32")
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         self.raw(f"%wp{n} = load {_V32}, ptr %pcv\n"
                  f"  %wl{n} = icmp ne {_V32} %wp{n}, {splat('i32', str(DONE))}\n"
                  f"  %wv{n} = or {_V1} %wl{n}, {act}\n"
@@ -392,8 +392,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 + f"  %wbv = shufflevector {_V32} %wbi, {_V32} poison, {_V32} zeroinitializer\n"
                 + f"  %linv = add {_V32} %wbv, %lanev\n"
                 + "\n".join(sv) + "\n"
-                + f"  %sv0 = urem {_V32} %linv, %sv3\n  %sq = udiv {_V32} %linv, %sv3\n"
-                + f"  %sv1 = urem {_V32} %sq, %sv4\n  %sv2 = udiv {_V32} %sq, %sv4\n"
+                + _TID
                 + "  %rest = sub i32 %tpb, %wb\n  %short = icmp ult i32 %rest, 32\n"
                 + "  %ws = select i1 %short, i32 %rest, i32 32\n"
                 + f"  %wsi = insertelement {_V32} poison, i32 %ws, i64 0\n"
@@ -443,8 +442,58 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         return head + "\n".join(self.lines) + "\n" + tail
 
 
+_TID = f"""  %tx0 = urem i32 %wb, %bx
+  %tq0 = udiv i32 %wb, %bx
+  %ty0 = urem i32 %tq0, %by
+  %tz0 = udiv i32 %tq0, %by
+  %txe = add i32 %tx0, 31
+  %nowrap = icmp ult i32 %txe, %bx
+  br i1 %nowrap, label %tid_fast, label %tid_loop
+tid_fast:
+  %tfx = insertelement {_V32} poison, i32 %tx0, i64 0
+  %tfxv = shufflevector {_V32} %tfx, {_V32} poison, {_V32} zeroinitializer
+  %tf0 = add {_V32} %tfxv, %lanev
+  %tfy = insertelement {_V32} poison, i32 %ty0, i64 0
+  %tf1 = shufflevector {_V32} %tfy, {_V32} poison, {_V32} zeroinitializer
+  %tfz = insertelement {_V32} poison, i32 %tz0, i64 0
+  %tf2 = shufflevector {_V32} %tfz, {_V32} poison, {_V32} zeroinitializer
+  br label %tid_done
+tid_loop:
+  %tk = phi i32 [0, %entry], [%tk1, %tid_loop]
+  %tx = phi i32 [%tx0, %entry], [%tx2, %tid_loop]
+  %ty = phi i32 [%ty0, %entry], [%ty2, %tid_loop]
+  %tz = phi i32 [%tz0, %entry], [%tz1, %tid_loop]
+  %vx = phi {_V32} [poison, %entry], [%vx1, %tid_loop]
+  %vy = phi {_V32} [poison, %entry], [%vy1, %tid_loop]
+  %vz = phi {_V32} [poison, %entry], [%vz1, %tid_loop]
+  %vx1 = insertelement {_V32} %vx, i32 %tx, i32 %tk
+  %vy1 = insertelement {_V32} %vy, i32 %ty, i32 %tk
+  %vz1 = insertelement {_V32} %vz, i32 %tz, i32 %tk
+  %txn = add i32 %tx, 1
+  %xw = icmp eq i32 %txn, %bx
+  %tx2 = select i1 %xw, i32 0, i32 %txn
+  %tyn = add i32 %ty, 1
+  %ty1 = select i1 %xw, i32 %tyn, i32 %ty
+  %yw = icmp eq i32 %ty1, %by
+  %ty2 = select i1 %yw, i32 0, i32 %ty1
+  %tzn = add i32 %tz, 1
+  %tz1 = select i1 %yw, i32 %tzn, i32 %tz
+  %tk1 = add i32 %tk, 1
+  %tmore = icmp ult i32 %tk1, {LANES}
+  br i1 %tmore, label %tid_loop, label %tid_done
+tid_done:
+  %sv0 = phi {_V32} [%tf0, %tid_fast], [%vx1, %tid_loop]
+  %sv1 = phi {_V32} [%tf1, %tid_fast], [%vy1, %tid_loop]
+  %sv2 = phi {_V32} [%tf2, %tid_fast], [%vz1, %tid_loop]
+"""
+"""``%tid`` of the warp's lanes without a vector division (32 scalar ones on
+AVX2): lane 0's from the warp's first linear index, then x + lane when the
+warp does not wrap a row, else lane by lane with the wraps."""
+
 _DECLS = ("declare i32 @llvm.ctpop.i32(i32)\n"
           "declare i32 @llvm.vector.reduce.umin.v32i32(<32 x i32>)\n"
+          "declare i32 @llvm.cttz.i32(i32, i1)\n"
+          "declare i32 @llvm.ctlz.i32(i32, i1)\n"
           "declare <32 x float> @llvm.fma.v32f32(<32 x float>, <32 x float>, <32 x float>)\n"
           "declare <32 x double> @llvm.fma.v32f64(<32 x double>, <32 x double>, "
           "<32 x double>)\n")
@@ -476,7 +525,7 @@ def lower_lanes(function: nodes.Function,
         lw = _LaneLowerer(function)
         lw.module_globals = module_globals
         lw.plain, lw.consts = plain, consts
-        lw.write_kinds, lw.shfl_sources, lw.site_of = {}, set(), {}
+        lw.write_kinds, lw.shfl_sources, lw.site_of, lw.bases = {}, set(), {}, {}
         lw.atomics = 0
         lw.body = lw.lower()
         return lw

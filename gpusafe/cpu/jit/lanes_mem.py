@@ -86,24 +86,20 @@ class LaneMemory(LaneValues):
         self.raw(f"{out} = add {_V64} {v}, {splat('i64', str(operand.offset))}")
         return out
 
-    def _check(self, addr: str, space: int, width: int) -> tuple[str, str]:
-        """(whether an executing lane fails the fast check: an i1, the lanes'
-        pointers when none does)."""
-        n = self.new()[2:]
-        mis, bad = f"%mis{n}", f"%bad{n}"
-        self.raw(f"%ma{n} = and {_V64} {addr}, {splat('i64', str(width - 1))}\n"
-                 f"  {mis} = icmp ne {_V64} %ma{n}, zeroinitializer")
+    def _check(self, addr: str, space: int, width: int) -> str:
+        """Branches to ``con{n}`` (the executing lanes' addresses consecutive
+        from lane 0's, all inside the segment or window: ``%cp{n}`` points at
+        lane 0's bytes), ``gat{n}`` (scattered, all inside: ``%ptrs{n}``) or
+        ``slow{n}`` (some lane fails: lane by lane); returns ``n``."""
+        n = "_" + self.new()[2:]
+        steps = "<" + ", ".join(f"i64 {k * width}" for k in range(LANES)) + ">"
         if space == SHARED:
-            self.raw(f"%lim{n} = sub i64 %sstride, {width}\n"
-                     f"  %vlim{n} = insertelement {_V64} poison, i64 %lim{n}, i64 0\n"
-                     f"  %slim{n} = shufflevector {_V64} %vlim{n}, {_V64} poison, "
-                     f"{_V32} zeroinitializer\n"
-                     f"  %over{n} = icmp ugt {_V64} {addr}, %slim{n}\n"
-                     f"  {bad} = or {_V1} {mis}, %over{n}\n"
-                     f"  %ptrs{n} = getelementptr i8, ptr %shared, {_V64} {addr}")
+            self.raw(f"%lim{n} = sub i64 %sstride, {width}\n  %s{n} = add i64 0, 0")
+            base, limit = "%shared", f"%lim{n}"
         else:
             site = self.sites
             self.sites += 1
+            self.site_of[n] = site
             self.raw(f"%hp{n} = getelementptr i64, ptr %ctx, i64 5\n"
                      f"  %hints{n} = load ptr, ptr %hp{n}\n"
                      f"  %sp{n} = getelementptr i64, ptr %hints{n}, i64 {site * 4}\n"
@@ -112,18 +108,53 @@ class LaneMemory(LaneValues):
                      f"  %e{n} = load i64, ptr %ep{n}\n"
                      f"  %bp{n} = getelementptr i64, ptr %sp{n}, i64 2\n"
                      f"  %b{n} = load ptr, ptr %bp{n}")
-            vs, ve = self.broadcast(f"%s{n}", "i64"), self.broadcast(f"%e{n}", "i64")
-            self.raw(f"%lo{n} = icmp ult {_V64} {addr}, {vs}\n"
-                     f"  %hi{n} = icmp ugt {_V64} {addr}, {ve}\n"
-                     f"  %o{n} = or {_V1} %lo{n}, %hi{n}\n"
-                     f"  {bad} = or {_V1} {mis}, %o{n}\n"
-                     f"  %off{n} = sub {_V64} {addr}, {vs}\n"
-                     f"  %ptrs{n} = getelementptr i8, ptr %b{n}, {_V64} %off{n}")
-            self.site_of[n] = site
-        self.raw(f"%bm{n} = and {_V1} {bad}, {self.eff}\n"
+            base, limit = f"%b{n}", f"%e{n}"
+        # consecutive: lane k at lane 0's start + k * width (inactive lanes free)
+        self.raw(f"%cr{n} = sub {_V64} {addr}, {steps}\n"
+                 f"  %c0{n} = extractelement {_V64} %cr{n}, i64 0")
+        c0 = self.broadcast(f"%c0{n}", "i64")
+        self.raw(f"%ceq{n} = icmp eq {_V64} %cr{n}, {c0}\n"
+                 f"  %cne{n} = xor {_V1} %ceq{n}, {splat('i1', 'true')}\n"
+                 f"  %cbad{n} = and {_V1} %cne{n}, {self.eff}\n"
+                 f"  %cbb{n} = bitcast {_V1} %cbad{n} to i32\n"
+                 f"  %eb{n} = bitcast {_V1} {self.eff} to i32\n"
+                 f"  %cok{n} = icmp eq i32 %cbb{n}, 0\n"
+                 f"  %some{n} = icmp ne i32 %eb{n}, 0\n"
+                 f"  %cgo{n} = and i1 %cok{n}, %some{n}\n"
+                 f"  br i1 %cgo{n}, label %cchk{n}, label %vchk{n}")
+        # the first and last executing lanes' addresses bound all of them
+        self.lines.append(f"cchk{n}:")
+        self.raw(f"%k0{n} = call i32 @llvm.cttz.i32(i32 %eb{n}, i1 true)\n"
+                 f"  %kz{n} = call i32 @llvm.ctlz.i32(i32 %eb{n}, i1 true)\n"
+                 f"  %kq{n} = sub i32 31, %kz{n}\n"
+                 f"  %k0w{n} = zext i32 %k0{n} to i64\n  %k1w{n} = zext i32 %kq{n} to i64\n"
+                 f"  %f0{n} = mul i64 %k0w{n}, {width}\n  %f1{n} = mul i64 %k1w{n}, {width}\n"
+                 f"  %a0{n} = add i64 %c0{n}, %f0{n}\n  %a1{n} = add i64 %c0{n}, %f1{n}\n"
+                 f"  %cm{n} = and i64 %c0{n}, {width - 1}\n  %cmis{n} = icmp ne i64 %cm{n}, 0\n"
+                 f"  %clo{n} = icmp ult i64 %a0{n}, %s{n}\n"
+                 f"  %chi{n} = icmp ugt i64 %a1{n}, {limit}\n"
+                 f"  %cwr{n} = icmp ult i64 %a1{n}, %a0{n}\n"
+                 f"  %cx1{n} = or i1 %cmis{n}, %clo{n}\n  %cx2{n} = or i1 %chi{n}, %cwr{n}\n"
+                 f"  %cx{n} = or i1 %cx1{n}, %cx2{n}\n"
+                 f"  br i1 %cx{n}, label %slow{n}, label %con{n}")
+        self.lines.append(f"vchk{n}:")
+        self.raw(f"%ma{n} = and {_V64} {addr}, {splat('i64', str(width - 1))}\n"
+                 f"  %mis{n} = icmp ne {_V64} %ma{n}, zeroinitializer")
+        vs, ve = self.broadcast(f"%s{n}", "i64"), self.broadcast(limit, "i64")
+        self.raw(f"%lo{n} = icmp ult {_V64} {addr}, {vs}\n"
+                 f"  %hi{n} = icmp ugt {_V64} {addr}, {ve}\n"
+                 f"  %o{n} = or {_V1} %lo{n}, %hi{n}\n"
+                 f"  %bad{n} = or {_V1} %mis{n}, %o{n}\n"
+                 f"  %off{n} = sub {_V64} {addr}, {vs}\n"
+                 f"  %ptrs{n} = getelementptr i8, ptr {base}, {_V64} %off{n}\n"
+                 f"  %bm{n} = and {_V1} %bad{n}, {self.eff}\n"
                  f"  %bb{n} = bitcast {_V1} %bm{n} to i32\n"
-                 f"  %any{n} = icmp ne i32 %bb{n}, 0")
-        return f"%any{n}", f"%ptrs{n}"
+                 f"  %any{n} = icmp ne i32 %bb{n}, 0\n"
+                 f"  br i1 %any{n}, label %slow{n}, label %gat{n}")
+        self.lines.append(f"con{n}:")
+        self.raw(f"%co{n} = sub i64 %c0{n}, %s{n}\n"
+                 f"  %cp{n} = getelementptr i8, ptr {base}, i64 %co{n}")
+        return n
 
     def _lane_pointer(self, n: str, space: int, addr: str, width: int, access: int) -> str:
         """Inside a lane loop (lane ``%k{n}``): the per-thread lowering's pointer
@@ -168,16 +199,14 @@ class LaneMemory(LaneValues):
         self.lines.append(f"lx{n}:")
         return f"%acc2{n}" if acc_ty else None
 
-    def _access(self, instr: nodes.Instruction, access: int) -> tuple[str, str, str, str, int]:
+    def _access(self, instr: nodes.Instruction, access: int) -> tuple[str, str, str, int]:
         space, t = self._space(instr)
         if any(m in ("v2", "v4", "volatile") for m in instr.modifiers):
             raise self.fail("vector or volatile accesses (not in the lanes lowering)")
         width = BITS[t] // 8
         addr = self.lane_address(instr.operands[0 if access != ACCESS_READ else 1])
-        anybad, ptrs = self._check(addr, space, width)
-        n = anybad[4:]
-        self.raw(f"br i1 {anybad}, label %slow{n}, label %fast{n}")
-        return n, t, addr, ptrs, space
+        n = self._check(addr, space, width)
+        return n, t, addr, space
 
     def op_ld(self, instr: nodes.Instruction) -> None:
         d, a = instr.operands
@@ -194,12 +223,17 @@ class LaneMemory(LaneValues):
             return
         if isinstance(d, nodes.Vector):
             raise self.fail("vector loads (not in the lanes lowering)")
-        n, t, addr, ptrs, space = self._access(instr, ACCESS_READ)
+        n, t, addr, space = self._access(instr, ACCESS_READ)
+        ptrs = f"%ptrs{n}"
         lt = llvm_type(t)
         vt = vec_type(lt)
         self.intrinsics.add(f"declare {vt} @llvm.masked.gather.{_mangle(lt)}.v{LANES}p0"
                             f"(<{LANES} x ptr>, i32, {_V1}, {vt})")
-        self.lines.append(f"fast{n}:")
+        self.intrinsics.add(f"declare {vt} @llvm.masked.load.{_mangle(lt)}.p0"
+                            f"(ptr, i32, {_V1}, {vt})")
+        self.raw(f"%cl{n} = call {vt} @llvm.masked.load.{_mangle(lt)}.p0(ptr %cp{n}, i32 1, "
+                 f"{_V1} {self.eff}, {vt} zeroinitializer)\n  br label %join{n}")
+        self.lines.append(f"gat{n}:")
         self.raw(f"%g{n} = call {vt} @llvm.masked.gather.{_mangle(lt)}.v{LANES}p0("
                  f"<{LANES} x ptr> {ptrs}, i32 1, {_V1} {self.eff}, {vt} zeroinitializer)\n"
                  f"  br label %join{n}")
@@ -212,7 +246,7 @@ class LaneMemory(LaneValues):
         acc = self._lane_loop(n, one, vt)
         self.raw(f"br label %join{n}")
         self.lines.append(f"join{n}:")
-        self.raw(f"%val{n} = phi {vt} [%g{n}, %fast{n}], [{acc}, %lx{n}]")
+        self.raw(f"%val{n} = phi {vt} [%g{n}, %gat{n}], [%cl{n}, %con{n}], [{acc}, %lx{n}]")
         self.write(d, t, f"%val{n}")
 
     def op_st(self, instr: nodes.Instruction) -> None:
@@ -223,10 +257,15 @@ class LaneMemory(LaneValues):
         lt = llvm_type(t)
         vt = vec_type(lt)
         value = self.vconst(self.read(s, t), lt)
-        n, t, addr, ptrs, space = self._access(instr, ACCESS_WRITE)
+        n, t, addr, space = self._access(instr, ACCESS_WRITE)
+        ptrs = f"%ptrs{n}"
         self.intrinsics.add(f"declare void @llvm.masked.scatter.{_mangle(lt)}.v{LANES}p0"
                             f"({vt}, <{LANES} x ptr>, i32, {_V1})")
-        self.lines.append(f"fast{n}:")
+        self.intrinsics.add(f"declare void @llvm.masked.store.{_mangle(lt)}.p0"
+                            f"({vt}, ptr, i32, {_V1})")
+        self.raw(f"call void @llvm.masked.store.{_mangle(lt)}.p0({vt} {value}, ptr %cp{n}, "
+                 f"i32 1, {_V1} {self.eff})\n  br label %join{n}")
+        self.lines.append(f"gat{n}:")
         self.raw(f"call void @llvm.masked.scatter.{_mangle(lt)}.v{LANES}p0({vt} {value}, "
                  f"<{LANES} x ptr> {ptrs}, i32 1, {_V1} {self.eff})\n  br label %join{n}")
         self.lines.append(f"slow{n}:")
@@ -257,7 +296,7 @@ class LaneMemory(LaneValues):
         vt = vec_type(lt)
         value = self.vconst(self.read(b, t), lt)
         addr = self.lane_address(a)
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         if space == GLOBAL:
             self.site_of[n] = self.sites
             self.sites += 1
@@ -302,7 +341,7 @@ class LaneMemory(LaneValues):
         va = self.vconst(self.read(a, "b32"), "i32")
         vb = self.vconst(self.read(b, "u32"), "i32")
         vc = self.vconst(self.read(c, "u32"), "i32")
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         s31 = splat("i32", "31")
         self.raw(f"%sb{n} = and {_V32} {vb}, {s31}\n"
                  f"  %sc8{n} = lshr {_V32} {vc}, {splat('i32', '8')}\n"
@@ -350,7 +389,7 @@ class LaneMemory(LaneValues):
         d, p, mask = instr.operands
         vp = self.vconst(self.read(p, "pred"), "i1")
         m = self.vconst(self.read(mask, "b32"), "i32")
-        n = self.new()[2:]
+        n = "_" + self.new()[2:]
         self.raw(f"%vt{n} = and {_V1} {vp}, {self.eff}\n"
                  f"  %vtb{n} = bitcast {_V1} %vt{n} to i32\n"
                  f"  %vpb{n} = bitcast {_V1} {self.eff} to i32")
