@@ -242,3 +242,18 @@ def test_lanes_storing_to_one_address_leave_the_last_lanes_value(monkeypatch):
     out = _same(SAME_ADDRESS, "same", (1, 1, 1), (32, 1, 1), [np.zeros(5, np.int32)], b"",
                 monkeypatch)
     assert out[0][0] == 30 and list(out[0][1:]) == [21, 45, 69, 93]
+
+
+def test_by_default_only_kernels_with_warp_instructions_take_the_lanes_lowering(monkeypatch):
+    from gpusafe.cpu.jit.engine import compile_function
+    from gpusafe_instrument.parser import parse
+    monkeypatch.delenv("GPUSAFE_JIT_LANES", raising=False)
+    module = parse(_ptx(BENCH))
+    kinds = {f.name: compile_function(f).lanes for f in module.functions
+             if f.name in ("vector_add", "block_sum")}
+    assert kinds == {"vector_add": False, "block_sum": True}
+    monkeypatch.setenv("GPUSAFE_JIT_LANES", "0")
+    assert not compile_function(module.functions[2]).lanes  # block_sum
+    monkeypatch.setenv("GPUSAFE_JIT_LANES", "sometimes")
+    with pytest.raises(ValueError, match="GPUSAFE_JIT_LANES"):
+        compile_function(module.functions[2])
