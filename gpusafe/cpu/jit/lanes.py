@@ -145,10 +145,15 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         p, q = self.new(), self.new()
         self.raw(f"{p} = load {_V32}, ptr %pcv\n"
                  f"  {q} = select {_V1} {lanes}, {_V32} {splat('i32', str(pc))}, {_V32} {p}\n"
-                 f"  store {_V32} {q}, ptr %pcv")
+                 f"  store {_V32} {q}, ptr %pcv\n  store i1 true, ptr %wt")
 
     def join(self, i: int, warp: bool) -> None:
+        """Lanes waiting at ``i`` join the active ones; skipped (one branch)
+        while no lane of the warp waits anywhere (``%wt``: the common,
+        converged case)."""
         n = "_" + self.new()[2:]
+        self.raw(f"%jt{n} = load i1, ptr %wt\n  br i1 %jt{n}, label %JS{n}, label %JF{n}")
+        self.lines.append(f"JS{n}:")
         self.raw(f"%jp{n} = load {_V32}, ptr %pcv\n"
                  f"  %jw{n} = icmp eq {_V32} %jp{n}, {splat('i32', str(i))}")
         w = f"%jw{n}"
@@ -159,7 +164,12 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         self.raw(f"%ja{n} = load {_V1}, ptr %act\n  %jn{n} = or {_V1} %ja{n}, {w}\n"
                  f"  store {_V1} %jn{n}, ptr %act\n"
                  f"  %jq{n} = select {_V1} {w}, {_V32} {splat('i32', str(DONE))}, {_V32} %jp{n}\n"
-                 f"  store {_V32} %jq{n}, ptr %pcv")
+                 f"  store {_V32} %jq{n}, ptr %pcv\n"
+                 f"  %jr{n} = icmp ne {_V32} %jq{n}, {splat('i32', str(DONE))}\n"
+                 f"  %jrb{n} = bitcast {_V1} %jr{n} to i32\n"
+                 f"  %jre{n} = icmp ne i32 %jrb{n}, 0\n  store i1 %jre{n}, ptr %wt\n"
+                 f"  br label %JF{n}")
+        self.lines.append(f"JF{n}:")
 
     def guard_mask(self, instr: nodes.Instruction, act: str) -> str:
         if instr.guard is None:
@@ -225,6 +235,9 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         mask_op = instr.operands[-1]
         m = self.vconst(self.read(mask_op, "b32"), "i32")
         n = "_" + self.new()[2:]
+        # no lane waits anywhere: every live lane is here (converged: no check)
+        self.raw(f"%wt{n} = load i1, ptr %wt\n  br i1 %wt{n}, label %WC{n}, label %W{i}")
+        self.lines.append(f"WC{n}:")
         self.raw(f"%wp{n} = load {_V32}, ptr %pcv\n"
                  f"  %wl{n} = icmp ne {_V32} %wp{n}, {splat('i32', str(DONE))}\n"
                  f"  %wv{n} = or {_V1} %wl{n}, {act}\n"
@@ -386,6 +399,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 "  %cnt = alloca i64\n  store i64 0, ptr %cnt\n"
                 "  %spin = alloca i32\n  store i32 0, ptr %spin\n"
                 f"  %act = alloca {_V1}\n  %pcv = alloca {_V32}\n"
+                "  %wt = alloca i1\n  store i1 true, ptr %wt\n"
                 + "\n".join(allocas) + "\n"
                 + f"  %lanev = add {_V32} {lanes}, zeroinitializer\n"
                 + f"  %wbi = insertelement {_V32} poison, i32 %wb, i64 0\n"
@@ -401,7 +415,8 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                   "i32 2, label %released]\n"
                 + "fresh:\n"
                 + f"  %inw = icmp ult {_V32} %lanev, %wsv\n  store {_V1} %inw, ptr %act\n"
-                + f"  store {_V32} {splat('i32', str(DONE))}, ptr %pcv\n  br label %L0\n"
+                + f"  store {_V32} {splat('i32', str(DONE))}, ptr %pcv\n"
+                + "  store i1 false, ptr %wt\n  br label %L0\n"
                 + "resumed:\n" + moves(at_any, False).replace("%fsr", "%fsy")
                 + f"  %rp = load {_V32}, ptr %wst, align 8\n  store {_V32} %rp, ptr %pcv\n"
                 + f"  store {_V1} zeroinitializer, ptr %act\n  br label %pick\n"
