@@ -257,3 +257,26 @@ def test_by_default_only_kernels_with_warp_instructions_take_the_lanes_lowering(
     monkeypatch.setenv("GPUSAFE_JIT_LANES", "sometimes")
     with pytest.raises(ValueError, match="GPUSAFE_JIT_LANES"):
         compile_function(module.functions[2])
+
+
+WAITING = r"""
+extern "C" __global__ void waiting(int *out, const int *trips, int n) {
+    int t = threadIdx.x;
+    int v = t * 3, w = 0;
+    for (int k = 0; k < n; ++k) {
+        // the shuffling lanes wait for the others, which go on updating v
+        if (t % 4 == 0) w += __shfl_down_sync(0xffffffff, v, 1);
+        else v += 1000;
+    }
+    for (int k = 0; k < trips[t]; ++k) v += __shfl_xor_sync(0xffffffff, v, k & 7);
+    if (t > 40) return;
+    v += __shfl_xor_sync(0xffffffff, v, 3);  // lanes that left are not waited for
+    out[t] = v + w;
+}
+"""
+
+
+def test_warp_instructions_reached_by_part_of_a_warp_wait_as_the_interpreters(monkeypatch):
+    trips = (np.arange(64, dtype=np.int32) * 5) % 4
+    _same(WAITING, "waiting", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32), trips],
+          struct.pack("<i", 3), monkeypatch)
