@@ -19,6 +19,8 @@ from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe_testkit.corpus import nvrtc_compile
 
+pytestmark = pytest.mark.slow  # every test compiles a kernel (seconds each)
+
 _PTX: dict[str, str] = {}
 
 
