@@ -282,3 +282,19 @@ def test_warp_instructions_reached_by_part_of_a_warp_wait_as_the_interpreters(mo
     trips = (np.arange(64, dtype=np.int32) * 5) % 4
     _same(WAITING, "waiting", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32), trips],
           struct.pack("<i", 3), monkeypatch)
+
+
+LEFT_EARLY = r"""
+extern "C" __global__ void left(int *out) {
+    int t = threadIdx.x;
+    int c;
+    if (t % 2) return;               // odd lanes leave before c is written
+    asm volatile("mov.u32 %0, 7;" : "=r"(c));
+    out[t] = __shfl_down_sync(0x55555555, c, 1) + __shfl_xor_sync(0x55555555, c, 2);
+}
+"""
+
+
+def test_a_shuffle_reads_a_lane_that_left_before_writing_its_source(monkeypatch):
+    _same(LEFT_EARLY, "left", (1, 1, 1), (32, 1, 1), [np.zeros(32, np.int32)], b"",
+          monkeypatch)

@@ -553,7 +553,9 @@ def lower_lanes(function: nodes.Function,
     plain = frozenset(s for s in first.widths if s not in at_joins and s not in first.shfl_sources)
     consts = {}
     for slot in first.widths:
-        if slot in entry:
+        # a shfl reads other lanes' registers: a lane that left before the
+        # mov holds 0 there, so a source is never taken for a constant
+        if slot in entry or slot in first.shfl_sources:
             continue
         c = first.constant_value(slot)
         if c is not None:
