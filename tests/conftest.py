@@ -29,6 +29,7 @@ SLOW_MODULES = {
     "test_cooperative_programs", "test_native_stacks", "test_native_preload",
     "test_texture_programs", "test_instrument_ranges", "test_native_runtime", "test_native_gpu",
     "test_cpu_jit_corpus", "test_cpu_jit_blocks", "test_launch_proof", "test_instrument_pinned",
+    "test_cpu_jit_lanes",
     # property tests
     "test_ptx_fuzz", "test_instrument_fuzz",
 }

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import threading
 import time
 import weakref
@@ -47,6 +48,8 @@ from . import cache as jitcache
 from . import cores
 from .blocks import CTX_SLOTS, launch_ir
 from .devcalls import PRINTF, PRINTF_LOCAL, PRINTF_SHARED, Printf
+from .lanes import FRAME_SLOT, lower_lanes
+from .lanes_loop import lanes_launch_ir
 from .lower import lower_kernel
 from .values import (
     ACCESS_ATOMIC,
@@ -183,6 +186,23 @@ class Compiled:
     local_size: int = 0  # bytes of the kernel's .local variables
     parallel: bool = False  # blocks may run on several threads (see .cores)
     call_depth: int = 0  # deepest nesting of inlined device-function calls
+    lanes: bool = False  # warps as vectors (:mod:`.lanes`): per-warp frames and states
+
+
+LANES_MODES = ("0", "1", "all", "only")
+
+
+def lanes_mode() -> str:
+    """``GPUSAFE_JIT_LANES``: ``1`` (the default) compiles with the lanes
+    lowering (:mod:`.lanes`) the kernels it covers that have warp-synchronous
+    instructions (where the per-thread lowering suspends every thread at
+    each, and vectors win), every other kernel per thread; ``all`` every
+    kernel it covers; ``0`` none; ``only`` every kernel it covers and refuses
+    the rest (for tests: the launch then runs on the interpreter, named)."""
+    raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "1"
+    if raw not in LANES_MODES:
+        raise ValueError(f"GPUSAFE_JIT_LANES={raw!r}: expected one of {', '.join(LANES_MODES)}")
+    return raw
 
 
 @dataclass
@@ -291,7 +311,8 @@ def compile_function(function: nodes.Function, holder: Any = None,
     (:mod:`.cache`) when its PTX was compiled before; raises
     :class:`Unsupported` (cached in the process) outside the slice.
     ``holder`` (the decoded kernel) keeps the kernel's text for its next launch."""
-    text = _text_of(function, holder, functions) + _globals_text(module_globals)
+    text = (_text_of(function, holder, functions) + _globals_text(module_globals)
+            + f"\n.lanes {lanes_mode()}")
     key = hashlib.sha256((_COMPILER_HASH + text).encode()).hexdigest()
     hit = _CACHE.get(key)
     if hit is not None:
@@ -327,7 +348,8 @@ def in_disk_cache(code: Any, functions: dict | None = None,
     again)."""
     if not jitcache.enabled():
         return False
-    text = _text_of(code.function, code, functions) + _globals_text(module_globals)
+    text = (_text_of(code.function, code, functions) + _globals_text(module_globals)
+            + f"\n.lanes {lanes_mode()}")
     return jitcache.has(jitcache.entry_key(_COMPILER_HASH, text, _target_machine().triple))
 
 
@@ -342,16 +364,10 @@ def _compile_text(function: nodes.Function, text: str, key: str,
     entry = jitcache.load(disk_key)
     if entry is None:
         try:
-            lowered = lower_kernel(function, functions, module_globals)
+            code, meta = _lower_and_compile(function, functions, module_globals, tm)
         except Unsupported as e:
             _CACHE[key] = e
             raise
-        meta = {"sites": lowered.sites, "frame_slots": lowered.frame_slots,
-                "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,
-                "parallel": _atomics_are_atomic(lowered.atomics, lowered.ir),
-                "call_depth": lowered.call_depth}
-        code = jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(lowered.barriers > 0),
-                                    tm)
         jitcache.store(disk_key, code, meta)
         STATS.compiled += 1
     else:
@@ -363,8 +379,54 @@ def _compile_text(function: nodes.Function, text: str, key: str,
     # JSON gives lists: a special register's key is a tuple again
     shared_keys = tuple(tuple(k) if isinstance(k, list) else k for k in meta["shared_keys"])
     compiled = Compiled(engine, run, seconds, meta["sites"], meta["frame_slots"], shared_keys,
-                        meta["local_size"], meta["parallel"], meta.get("call_depth", 0))
+                        meta["local_size"], meta["parallel"], meta.get("call_depth", 0),
+                        meta.get("lanes", False))
     return compiled
+
+
+def has_warp_instructions(function: nodes.Function) -> bool:
+    """Whether the kernel's own body has ``shfl``/``vote``/``bar.warp.sync``."""
+    def walk(statements: list) -> bool:
+        for s in statements:
+            if isinstance(s, nodes.Block) and walk(s.statements):
+                return True
+            if isinstance(s, nodes.Instruction) and (
+                    s.op in ("shfl", "vote") or (s.op == "bar" and "warp" in s.modifiers)):
+                return True
+        return False
+    return walk(function.body or [])
+
+
+def _lower_and_compile(function: nodes.Function, functions: dict | None,
+                       module_globals: frozenset, tm: Any) -> tuple[bytes, dict]:
+    """Object code and its metadata: the lanes lowering where it covers the
+    kernel (and ``GPUSAFE_JIT_LANES`` allows), else the per-thread one."""
+    mode = lanes_mode()
+    if mode in ("all", "only") or (mode == "1" and has_warp_instructions(function)):
+        try:
+            lanes = lower_lanes(function, module_globals)
+        except Unsupported:
+            if mode == "only":
+                raise
+        else:
+            meta = {"sites": lanes.sites, "frame_slots": lanes.frame_slots,
+                    "shared_keys": list(lanes.shared_keys), "local_size": 0,
+                    "parallel": _atomics_are_atomic(lanes.atomics, lanes.ir),
+                    "call_depth": 0, "lanes": True}
+            try:
+                return jitcache.object_code(lanes.ir + _RESOLVE + lanes_launch_ir(), tm), meta
+            except RuntimeError as e:  # LLVM rejected the lanes IR: a bug of ours, never a guess
+                if mode == "only":
+                    first = str(e).strip().splitlines()
+                    raise Unsupported(f"lanes: LLVM rejected the IR ({first[-1] if first else e})"
+                                      ) from None
+    lowered = lower_kernel(function, functions, module_globals)
+    meta = {"sites": lowered.sites, "frame_slots": lowered.frame_slots,
+            "shared_keys": list(lowered.shared_keys), "local_size": lowered.local_size,
+            "parallel": _atomics_are_atomic(lowered.atomics, lowered.ir),
+            "call_depth": lowered.call_depth}
+    return jitcache.object_code(lowered.ir + _RESOLVE + launch_ir(lowered.barriers > 0),
+                                tm), meta
 
 
 class _Access:
@@ -474,6 +536,12 @@ class _BlockBuffers:
         self.state = np.zeros(tpb, np.int32)
         self.syms = np.array(offsets or [0], np.uint64)
         self.pub = np.zeros(tpb, np.uint64)
+        if compiled.lanes:  # per warp: its frame, its state, its lanes' waiting PCs
+            warps = -(-tpb // 32)
+            self.fbytes = FRAME_SLOT * max(compiled.frame_slots, 1)
+            self.frames = np.zeros(warps * self.fbytes, np.uint8)
+            self.state = np.zeros(warps, np.int32)
+            self.pub = np.zeros(warps * 16, np.uint64)
         # whole warps (the warp scans read 32 lanes, past a short last warp),
         # then @warp_bits' memo, two words a warp, and bar.red's, four (blocks.py)
         lanes = -(-tpb // 32) * 32

@@ -1,0 +1,300 @@
+"""Warps as vectors (``gpusafe.cpu.jit.lanes``): each kernel here runs on the
+interpreter and on the JIT with the lanes lowering required
+(``GPUSAFE_JIT_LANES=only``: a kernel it did not cover would run on the
+interpreter, named, and the test fail), and outputs, exact instruction counts
+and errors must be identical."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from test_cpu_jit import engine_notes
+
+from gpusafe.cpu.errors import DeviceError
+from gpusafe.cpu.jit.engine import STATS
+from gpusafe.cpu.jit.lanes import why_not_lanes
+from gpusafe.cpu.memory import DeviceMemory
+from gpusafe.cpu.program import Program
+from gpusafe_testkit.corpus import nvrtc_compile
+
+pytestmark = pytest.mark.slow  # every test compiles a kernel (seconds each)
+
+_PTX: dict[str, str] = {}
+
+
+def _ptx(source: str) -> str:
+    if source not in _PTX:
+        _PTX[source] = nvrtc_compile(source, "k.cu", "compute_75", ())
+    return _PTX[source]
+
+
+def _run(engine: str, source: str, kernel: str, grid, block, arrays: list, scalars: bytes,
+         monkeypatch) -> tuple[list[np.ndarray], int | None, str, BaseException | None]:
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", engine)
+    monkeypatch.setenv("GPUSAFE_JIT_LANES", "only")
+    mem = DeviceMemory()
+    program = Program(_ptx(source), mem)
+    bases = []
+    for a in arrays:
+        base = mem.alloc(a.nbytes)
+        mem.write(base, a)
+        bases.append(base)
+    notes = engine_notes(monkeypatch)
+    count, error = None, None
+    try:
+        result = program.launch(kernel, grid, block, 0,
+                                struct.pack(f"<{len(bases)}Q", *bases) + scalars)
+        count = result.instructions
+    except DeviceError as e:
+        error = e
+    outs = [np.frombuffer(mem.read(b, a.nbytes), a.dtype).copy()
+            for a, b in zip(arrays, bases, strict=True)]
+    return outs, count, notes[0], error
+
+
+def _same(source, kernel, grid, block, arrays, scalars, monkeypatch) -> list[np.ndarray]:
+    ref, n_ref, _, e_ref = _run("interpreter", source, kernel, grid, block, arrays, scalars,
+                                monkeypatch)
+    got, n_got, note, e_got = _run("jit", source, kernel, grid, block, arrays, scalars,
+                                   monkeypatch)
+    assert note == "jit"
+    assert e_ref is None and e_got is None, (e_ref, e_got)
+    for r, g in zip(ref, got, strict=True):
+        assert r.tobytes() == g.tobytes()
+    assert n_got == n_ref
+    return got
+
+
+def _same_error(source, kernel, grid, block, arrays, scalars, monkeypatch) -> BaseException:
+    _, _, _, e_ref = _run("interpreter", source, kernel, grid, block, arrays, scalars,
+                          monkeypatch)
+    fallbacks = len(STATS.fallbacks)  # a failed launch has no engine note
+    _, _, _, e_got = _run("jit", source, kernel, grid, block, arrays, scalars, monkeypatch)
+    assert len(STATS.fallbacks) == fallbacks
+    assert e_ref is not None and e_got is not None
+    assert type(e_got) is type(e_ref)
+    assert str(e_got) == str(e_ref)
+    return e_got
+
+
+BENCH = r"""
+extern "C" __global__ void vector_add(const float *a, const float *b, float *c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+
+#define TILE 16
+extern "C" __global__ void matmul(const float *A, const float *B, float *C, int n) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0; t < n / TILE; ++t) {
+        As[threadIdx.y][threadIdx.x] = A[row * n + t * TILE + threadIdx.x];
+        Bs[threadIdx.y][threadIdx.x] = B[(t * TILE + threadIdx.y) * n + col];
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    C[row * n + col] = acc;
+}
+
+extern "C" __global__ void block_sum(const float *in, float *total, int n) {
+    __shared__ float warp_sums[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? in[i] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+        if (lane == 0) atomicAdd(total, v);
+    }
+}
+
+extern "C" __global__ void histogram(const unsigned char *in, unsigned int *bins, int n) {
+    __shared__ unsigned int local[256];
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        atomicAdd(&local[in[i]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) atomicAdd(&bins[b], local[b]);
+}
+"""
+
+
+def test_the_bench_kernels_are_covered():
+    from gpusafe_instrument.parser import parse
+    module = parse(_ptx(BENCH))
+    assert {f.name: why_not_lanes(f) for f in module.functions} == dict.fromkeys(
+        ("vector_add", "matmul", "block_sum", "histogram"))
+
+
+def test_vector_add_with_a_short_last_warp(monkeypatch):
+    a = np.linspace(-3, 3, 1000, dtype=np.float32)
+    b = np.float32(1e-3) * np.arange(1000, dtype=np.float32)
+    out = _same(BENCH, "vector_add", (10, 1, 1), (100, 1, 1), [a, b, np.zeros(1000, np.float32)],
+                struct.pack("<i", 990), monkeypatch)
+    assert np.array_equal(out[2][:990], (a + b)[:990]) and not out[2][990:].any()
+
+
+def test_matmul(monkeypatch):
+    rng = np.random.default_rng(3)
+    n = 32
+    a = rng.standard_normal(n * n).astype(np.float32)
+    b = rng.standard_normal(n * n).astype(np.float32)
+    _same(BENCH, "matmul", (2, 2, 1), (16, 16, 1), [a, b, np.zeros(n * n, np.float32)],
+          struct.pack("<i", n), monkeypatch)
+
+
+@pytest.mark.parametrize("block", [256, 48, 100])
+def test_block_sum(monkeypatch, block):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(1000).astype(np.float32)
+    grid = -(-1000 // block)
+    _same(BENCH, "block_sum", (grid, 1, 1), (block, 1, 1), [x, np.zeros(1, np.float32)],
+          struct.pack("<i", 1000), monkeypatch)
+
+
+def test_histogram(monkeypatch):
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, 5000, dtype=np.uint8)
+    out = _same(BENCH, "histogram", (4, 1, 1), (96, 1, 1), [x, np.zeros(256, np.uint32)],
+                struct.pack("<i", 5000), monkeypatch)
+    assert np.array_equal(out[1], np.bincount(x, minlength=256))
+
+
+DIVERGE = r"""
+extern "C" __global__ void diverge(int *out, const int *trips) {
+    int t = threadIdx.x;
+    int v = 0;
+    if (t % 3 == 0) v = t * 5; else if (t % 3 == 1) v = -t; else v = t ^ 0x55;
+    for (int k = 0; k < trips[t]; ++k) v = v * 3 + k;
+    if (t == 7) return;
+    out[t] = v;
+}
+"""
+
+
+def test_divergent_if_else_loop_with_per_lane_trips_and_early_exit(monkeypatch):
+    trips = (np.arange(77, dtype=np.int32) * 7) % 11
+    out = _same(DIVERGE, "diverge", (1, 1, 1), (77, 1, 1), [np.zeros(77, np.int32), trips],
+                b"", monkeypatch)
+    assert out[0][7] == 0
+
+
+SHUFFLES = r"""
+extern "C" __global__ void shuffles(int *out, int delta) {
+    const int width = WIDTH;
+    int t = threadIdx.x;
+    int v = t * 10 + 1;
+    int a = __shfl_up_sync(0xffffffff, v, delta, width);
+    int b = __shfl_down_sync(0xffffffff, v, delta, width);
+    int c = __shfl_xor_sync(0xffffffff, v, delta, width);
+    int d = __shfl_sync(0xffffffff, v, delta + 3, width);
+    int e = __shfl_down_sync(0xffffffff, v, 5);
+    unsigned ballot = __ballot_sync(0xffffffff, t % 3 == 1);
+    int all = __all_sync(0xffffffff, t < 60), any = __any_sync(0xffffffff, t == 37);
+    out[t * 8 + 0] = a; out[t * 8 + 1] = b; out[t * 8 + 2] = c; out[t * 8 + 3] = d;
+    out[t * 8 + 4] = e; out[t * 8 + 5] = ballot; out[t * 8 + 6] = all; out[t * 8 + 7] = any;
+}
+"""
+
+
+@pytest.mark.parametrize("width,delta", [(32, 1), (8, 3), (16, 9), (4, 2)])
+def test_shuffles_votes_and_segments(monkeypatch, width, delta):
+    # a constant width: computed at run time, the c operand takes a bfi
+    _same(SHUFFLES.replace("WIDTH", str(width)), "shuffles", (1, 1, 1), (70, 1, 1),
+          [np.zeros(70 * 8, np.int32)], struct.pack("<i", delta), monkeypatch)
+
+
+OOB = r"""
+extern "C" __global__ void oob(float *out, const float *in, int bad) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int j = t == bad ? t + (1 << 24) : t;
+    out[t] = in[j] * 2.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("bad", [0, 45, 71])
+def test_an_out_of_bounds_load_is_the_interpreters_error(monkeypatch, bad):
+    # lane 0, a middle lane, the last lane of a short warp (72 threads: 32 + 32 + 8)
+    e = _same_error(OOB, "oob", (1, 1, 1), (72, 1, 1),
+                    [np.zeros(72, np.float32), np.ones(72, np.float32)],
+                    struct.pack("<i", bad), monkeypatch)
+    assert "PTX line" in str(e)
+
+
+SAME_ADDRESS = r"""
+extern "C" __global__ void same(int *out) {
+    int t = threadIdx.x;
+    if (t == 3 || t == 17 || t == 30) out[0] = t;
+    out[1 + t / 8] = t * 3;
+}
+"""
+
+
+def test_lanes_storing_to_one_address_leave_the_last_lanes_value(monkeypatch):
+    out = _same(SAME_ADDRESS, "same", (1, 1, 1), (32, 1, 1), [np.zeros(5, np.int32)], b"",
+                monkeypatch)
+    assert out[0][0] == 30 and list(out[0][1:]) == [21, 45, 69, 93]
+
+
+def test_by_default_only_kernels_with_warp_instructions_take_the_lanes_lowering(monkeypatch):
+    from gpusafe.cpu.jit.engine import compile_function
+    from gpusafe_instrument.parser import parse
+    monkeypatch.delenv("GPUSAFE_JIT_LANES", raising=False)
+    module = parse(_ptx(BENCH))
+    kinds = {f.name: compile_function(f).lanes for f in module.functions
+             if f.name in ("vector_add", "block_sum")}
+    assert kinds == {"vector_add": False, "block_sum": True}
+    monkeypatch.setenv("GPUSAFE_JIT_LANES", "0")
+    assert not compile_function(module.functions[2]).lanes  # block_sum
+    monkeypatch.setenv("GPUSAFE_JIT_LANES", "sometimes")
+    with pytest.raises(ValueError, match="GPUSAFE_JIT_LANES"):
+        compile_function(module.functions[2])
+
+
+WAITING = r"""
+extern "C" __global__ void waiting(int *out, const int *trips, int n) {
+    int t = threadIdx.x;
+    int v = t * 3, w = 0;
+    for (int k = 0; k < n; ++k) {
+        // the shuffling lanes wait for the others, which go on updating v
+        if (t % 4 == 0) w += __shfl_down_sync(0xffffffff, v, 1);
+        else v += 1000;
+    }
+    for (int k = 0; k < trips[t]; ++k) v += __shfl_xor_sync(0xffffffff, v, k & 7);
+    if (t > 40) return;
+    v += __shfl_xor_sync(0xffffffff, v, 3);  // lanes that left are not waited for
+    out[t] = v + w;
+}
+"""
+
+
+def test_warp_instructions_reached_by_part_of_a_warp_wait_as_the_interpreters(monkeypatch):
+    trips = (np.arange(64, dtype=np.int32) * 5) % 4
+    _same(WAITING, "waiting", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32), trips],
+          struct.pack("<i", 3), monkeypatch)
+
+
+LEFT_EARLY = r"""
+extern "C" __global__ void left(int *out) {
+    int t = threadIdx.x;
+    int c;
+    if (t % 2) return;               // odd lanes leave before c is written
+    asm volatile("mov.u32 %0, 7;" : "=r"(c));
+    out[t] = __shfl_down_sync(0x55555555, c, 1) + __shfl_xor_sync(0x55555555, c, 2);
+}
+"""
+
+
+def test_a_shuffle_reads_a_lane_that_left_before_writing_its_source(monkeypatch):
+    _same(LEFT_EARLY, "left", (1, 1, 1), (32, 1, 1), [np.zeros(32, np.int32)], b"",
+          monkeypatch)
