@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one command that proves gpusafe's GPU path, on a GPU machine with no
 # network. It uses the Python found there (${PYTHON:-python3}), which must
-# already have cuda-bindings (with NVRTC), numpy, rich and llvmlite; the repo
-# goes on PYTHONPATH, nothing is installed.
+# already have cuda-bindings (with NVRTC), numpy, rich, llvmlite and
+# pyelftools; the repo goes on PYTHONPATH, nothing is installed.
 #
 #   scripts/gpu-check.sh                  every sample under gpusafe --device cuda,
 #                                         and under compute-sanitizer if installed

@@ -384,8 +384,9 @@ def version(mod, dist):
     __import__(mod)
     from importlib.metadata import version
     return version(dist)
-for mod in ("numpy", "rich", "llvmlite"):
-    step(mod, lambda mod=mod: version(mod, mod))
+for mod, dist in (("numpy", "numpy"), ("rich", "rich"), ("llvmlite", "llvmlite"),
+                  ("elftools", "pyelftools")):
+    step(mod, lambda mod=mod, dist=dist: version(mod, dist))
 step("cuda_bindings", lambda: __import__("cuda.bindings", fromlist=["x"]).__version__)
 def nvrtc_version():
     from cuda.bindings import nvrtc
@@ -465,10 +466,11 @@ def check_prerequisites(device: str, python: str, gpusafe_cmd: list[str],
         return Prerequisites(False, lines, problems)
     info = json.loads(found)
     versions = ", ".join(f"{k} {info[k]}" for k in ("python", "cuda_bindings", "numpy", "rich",
-                                                    "llvmlite") if k in info)
+                                                    "llvmlite", "elftools") if k in info)
     lines.append(f"{python}: {versions}")
     for mod, what in (("cuda_bindings", "cuda-bindings (pip cuda-bindings / cuda-python)"),
-                      ("numpy", "numpy"), ("rich", "rich"), ("llvmlite", "llvmlite")):
+                      ("numpy", "numpy"), ("rich", "rich"), ("llvmlite", "llvmlite"),
+                      ("elftools", "pyelftools (native programs' fat binaries)")):
         if mod not in info:
             problems.append(f"{what} is not importable by {python}: {info.get(mod + '_error')}")
     if "nvrtc" in info:
@@ -757,7 +759,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"  gpusafe run: {name} ...", end=" ", flush=True)
         res = run_gpusafe(name, expectations[name], args, outdir, left)
-        print(f"{'ok' if res.verdict.ok else 'MISMATCH'} ({res.gpusafe.wall:.1f} s)", flush=True)
+        print(f"{'ok' if res.verdict.ok else 'MISMATCH'} ({_seconds(res.gpusafe)})", flush=True)
+        for problem in res.verdict.problems:
+            print(f"    {problem}", flush=True)
         results.append(res)
     if sanitizer is not None:
         for res in results:
@@ -766,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
             print(f"  compute-sanitizer: {res.name} ...", end=" ", flush=True)
             run_sanitizer(res, sanitizer, args, outdir, left)
-            print(f"({res.sanitizer.wall:.1f} s)", flush=True)
+            print(f"({_seconds(res.sanitizer)})", flush=True)
 
     print()
     print(render(results, sanitizer_state))

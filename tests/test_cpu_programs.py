@@ -399,7 +399,13 @@ def numba_ptx_program(cuda) -> None:
           check(cuda.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)))
     ns: dict = {}
     exec(compile(NUMBA_SOURCE, "<numba-program>", "exec"), ns)
-    ptx, _ = nb.compile_ptx(ns["scale_add"], "void(float32[::1], float32[::1], float32)", cc=cc)
+    try:
+        ptx, _ = nb.compile_ptx(ns["scale_add"], "void(float32[::1], float32[::1], float32)",
+                                cc=cc)
+    except AttributeError as e:  # seen on a GPU image: numba-cuda 0.2x beside numpy 2.5
+        if "module 'numpy' has no attribute" not in str(e):
+            raise
+        pytest.skip(f"this Python's numba-cuda cannot compile with numpy {np.__version__}: {e}")
     entry = re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
     module = check(cuda.cuModuleLoadData(ptx.encode()))
     kernel = check(cuda.cuModuleGetFunction(module, entry.encode()))

@@ -92,7 +92,7 @@ def test_gpusafe_nvcc_adds_what_checking_needs_unless_chosen(tmp_path: Path) -> 
     stand_in = tmp_path / "stand-in"
     assert nvcc_argv(nvcc, ["-o", "app", "app.cu"], stand_in) == [
         str(nvcc), "-o", "app", "app.cu", "-cudart", "shared", "--no-compress", "-lineinfo",
-        "-g", f"-L{stand_in}", f"-L{tmp_path / 'lib'}"]
+        "-g", f"-L{stand_in}", "-Xlinker", f"-rpath-link={stand_in}", f"-L{tmp_path / 'lib'}"]
     chosen = ["-c", "-G", "-g", "-cudart=static", "--compress-mode=size", "app.cu"]
     assert nvcc_argv(nvcc, chosen, stand_in) == [str(nvcc), *chosen]
 
@@ -416,6 +416,26 @@ def test_built_with_gpusafe_nvcc_then_checked(tmp_path: Path) -> None:
     done, doc = _run([str(exe)], tmp_path)
     assert done.returncode == 86, done.stderr
     assert [v["kind"] for v in doc["violations"]] == ["global-out-of-bounds", "double-free"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="needs the pip toolkit's nvcc and a C compiler")
+def test_gpusafe_nvcc_links_beside_another_libcuda(tmp_path: Path) -> None:
+    """On the H200 machine LD_LIBRARY_PATH holds NVIDIA's libcuda.so.1, which ld
+    took for the stand-in libcudart.so's need ("undefined reference to
+    gpusafe_call_runtime"); a libcuda.so.1 without gpusafe's symbols plays it."""
+    other = tmp_path / "driver"
+    other.mkdir()
+    (other / "empty.c").write_text("int cuInit(unsigned flags) { return flags ? 1 : 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
+                    str(other / "libcuda.so.1"), str(other / "empty.c")], check=True)
+    env = dict(os.environ, NVCC=str(_nvcc()), LD_LIBRARY_PATH=str(other))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    built = subprocess.run([sys.executable, "-m", "gpusafe", "nvcc", "-o", str(tmp_path / "app"),
+                            str(SOURCES / "runtime_oob.cu")], env=env, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "app").is_file()
 
 
 @pytest.mark.slow

@@ -688,6 +688,26 @@ def test_gpu_check_never_waits_for_a_hung_program(tmp_path, capsys):
     assert "timed out" in printed
 
 
+def test_gpu_check_names_a_native_build_that_failed(tmp_path, capsys):
+    """On the first GPU machine ``gpusafe nvcc`` failed there and the script
+    died on the missing run; now the sample is a mismatch that says why."""
+    fails = tmp_path / "nvcc_fails.py"
+    fails.write_text("import sys\nprint('nvcc: no such toolkit', file=sys.stderr)\n"
+                     "sys.exit(1)\n")
+    sanitizer = tmp_path / "compute-sanitizer"
+    sanitizer.write_text(f"#!{sys.executable}\n")
+    sanitizer.chmod(0o755)
+    status = gpu_check.main(["--device", "cpu", "--skip-prereqs", "--samples", "native_leak",
+                             "--sanitizer", str(sanitizer), "--out", str(tmp_path / "o"),
+                             "--gpusafe-cmd", f"{sys.executable} {fails}"])
+    printed = capsys.readouterr().out
+    assert status == 1
+    assert "native_leak ... MISMATCH (-)" in printed
+    assert "compute-sanitizer: native_leak ... (-)" in printed  # nothing to run it on
+    assert "gpusafe nvcc failed (1): nvcc: no such toolkit" in printed
+    assert re.search(r"native_leak .*gpusafe nvcc failed.*gpusafe MISMATCH", printed)
+
+
 def test_gpu_check_shell_script_is_bounded_and_offline():
     text = (SCRIPTS / "gpu-check.sh").read_text()
     assert os.access(SCRIPTS / "gpu-check.sh", os.X_OK)

@@ -70,7 +70,10 @@ def nvcc_argv(nvcc: Path, args: list[str], stand_in: Path | None) -> list[str]:
     if not _has(args, "-g", "--debug"):
         added.append("-g")  # host line tables: the report's native frames
     if stand_in is not None and not _has(args, *_NO_LINK):
-        added.append(f"-L{stand_in}")
+        # The stand-in libcudart.so needs the stand-in libcuda.so.1.  ld looks
+        # for a library's needs on LD_LIBRARY_PATH before its RUNPATH, and on a
+        # GPU machine that holds NVIDIA's libcuda.so.1: -rpath-link comes first.
+        added += [f"-L{stand_in}", "-Xlinker", f"-rpath-link={stand_in}"]
         toolkit_lib = nvcc.resolve().parent.parent / "lib"
         if (toolkit_lib / "libcudadevrt.a").is_file():  # the pip toolkit's nvcc lacks the -L
             added.append(f"-L{toolkit_lib}")
