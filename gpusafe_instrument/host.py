@@ -319,6 +319,29 @@ def classify_window(site: Site, address: int, tally: int) -> ViolationKind:
     return _OUT_OF_BOUNDS[site.root_space or "global"]
 
 
+def argument_verdict(site: Site, word: int,
+                     roots: Sequence[ResolvedRoot]) -> tuple[ViolationKind, int]:
+    """The kind and tag of a failing access through a decided parameter,
+    from the verdict word its offender keeps (``layout.OFFENDER``): the
+    device's kind, and the window's descriptor, which for a root is the
+    offset of its bounds in the launch context (tag 0: a variable, or the
+    null page, as ``checks.arguments.decide`` records them)."""
+    bits = layout.VERDICT_KIND_BITS
+    try:
+        kind = ViolationKind.from_code(word & ((1 << bits) - 1))
+    except ValueError:
+        raise UnclassifiedTally(f"site {site.id} ({site.instruction}): the device kept "
+                                f"no verdict ({word:#x})") from None
+    at = word >> bits
+    if at < layout.LAUNCH_CONTEXT.size or kind is ViolationKind.NULL_POINTER:
+        return kind, 0
+    index, rest = divmod(at - layout.LAUNCH_CONTEXT.size, layout.ROOT_BOUNDS.size)
+    if rest or index >= len(roots):
+        raise UnclassifiedTally(f"site {site.id} ({site.instruction}): descriptor {at:#x} "
+                                f"names no root of the launch")
+    return kind, roots[index].tag
+
+
 def decode_tallies(area: bytes, sites: SiteTable,
                    roots: Sequence[ResolvedRoot] = ()) -> list[DeviceViolation]:
     """The site tallies read back from below a violation buffer (``area``,
@@ -342,6 +365,8 @@ def decode_tallies(area: bytes, sites: SiteTable,
                 address = int(o["address"])  # type: ignore[arg-type]
                 if site.check == "root":
                     kind, tag = classify_root(site, address, roots[site.root_index])
+                elif site.check == "argument":
+                    kind, tag = argument_verdict(site, int(o["verdict"]), roots)  # type: ignore[arg-type]
                 else:
                     kind, tag = classify_window(site, address, tally), 0
                 t, bx, byz = int(o["thread"]), int(o["block_x"]), int(o["block_yz"])  # type: ignore[arg-type]

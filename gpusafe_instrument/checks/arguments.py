@@ -300,6 +300,8 @@ def window_arguments(source: Source | None, names: tuple[str, ...],
         return out
     if isinstance(source, prov.ParamRoot) and decided:
         at = layout.root_offset(caller.roots[source])
+        # the descriptor must fit above the kind in an offender's verdict word
+        assert at < 1 << (32 - layout.VERDICT_KIND_BITS), "a root's bounds offset too large"
         field = layout.ROOT_BOUNDS.offset
         ctx = Register(CONTEXT_REGISTER)
         return [
@@ -324,7 +326,7 @@ def window_arguments(source: Source | None, names: tuple[str, ...],
 class Decision(NamedTuple):
     """The inline verdict on one access: its code, which ends in a branch to
     ``do`` (a good access) or reaches ``record`` with the violation's kind
-    and tag in ``kind`` and ``tag``."""
+    in ``kind`` and, unless the site is tallied, its tag in ``tag``."""
 
     code: list[Statement]
     record: str
@@ -332,7 +334,8 @@ class Decision(NamedTuple):
     tag: str
 
 
-def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
+def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str, *,
+           tallied: bool = False) -> Decision:
     """The slow path of an access through a decided parameter (``addr``: the
     full address, 64 bits; ``bits``: those of the access's own address): the
     verdicts of the runtime in its order, against the window the caller
@@ -344,7 +347,8 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
     address), outside, misaligned, as ``slow_path._inline_window``.  Few
     temporaries: each compare's operand is computed in the one register
     ``off`` right before it (a slow path's registers count in the kernel's,
-    ptxas)."""
+    ptxas).  A ``tallied`` site computes no tag: the host reads the root's
+    from the launch context at the descriptor's offset (``host``)."""
     a = acc.access
     v = acc.value
     assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
@@ -353,7 +357,7 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
     kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
     bad = em.reg("bad", ".pred")
     record, root = em.label("rec"), em.label("root")
-    out: list[Statement] = [I("mov.u32", tag, 0)]
+    out: list[Statement] = [] if tallied else [I("mov.u32", tag, 0)]
     if a.space in ("global", "generic"):
         out += [I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
                 I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
@@ -366,7 +370,7 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
         out += _in_variable(em, acc, addr, bits, kind, record, do)
     if ROOT in kinds:
         out.append(ptx.Label(root))
-        out += _in_root(em, acc, addr, kind, tag, record, do)
+        out += _in_root(em, acc, addr, kind, None if tallied else tag, record, do)
     return Decision(out, record, kind, tag)
 
 
@@ -423,10 +427,10 @@ def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, kind: str, reco
     return out
 
 
-def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str, record: str,
+def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str | None, record: str,
              do: str) -> list[Statement]:
     """``addr`` against the bounds of the root whose offset in the launch
-    context ``kind`` holds."""
+    context ``kind`` holds (its tag loaded into ``tag`` unless None)."""
     a = acc.access
     field = layout.ROOT_BOUNDS.offset
     ctx, rp = em.ctx(), em.reg("rp", ".b64")
@@ -437,7 +441,7 @@ def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str, record: s
         em.load_ctx(),
         I("cvt.u64.u32", rp, kind),
         I("add.u64", rp, rp, ctx),
-        I("ld.global.u32", tag, Address(Register(rp), field("tag"))),
+        *([] if tag is None else [I("ld.global.u32", tag, Address(Register(rp), field("tag")))]),
         I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
         I("ld.global.u64", off, Address(Register(rp), field("low"))),
         I("setp.lt.u64", bad, addr, off),

@@ -17,7 +17,7 @@ import dataclasses
 
 from .. import layout, ptx
 from .. import provenance as prov
-from ..nodes import Address, Register, Statement
+from ..nodes import Address, Register, Statement, Symbol
 from .emission import Emitter, I
 from .planning import Access
 
@@ -47,7 +47,8 @@ def tally(em: Emitter, acc: Access) -> int:
     return site.tally
 
 
-def count(em: Emitter, addr: str, tally: int) -> list[Statement]:
+def count(em: Emitter, addr: str, tally: int,
+          verdict: tuple[str, str] | None = None) -> list[Statement]:
     """A failing access counted in its site's tally (design B of issue 14):
     one atomic add on the count; while the count was below
     ``layout.TALLY_OFFENDERS``, the address and the packed thread and block
@@ -55,7 +56,11 @@ def count(em: Emitter, addr: str, tally: int) -> list[Statement]:
     immediate offset from the violation buffer.  No record is claimed and no
     kind or tag computed (the host classifies them from the site), so the
     only registers live beside the program's are the buffer, the count and
-    one id at a time."""
+    one id at a time.  ``verdict``: the register holding the device's kind
+    and the ``.param`` holding the window's descriptor, of an access through
+    a decided parameter (the host knows neither the window nor the root it
+    came from): stored packed in the offender's ``verdict`` word, the
+    descriptor loaded in the store block, so that only the kind stays live."""
     ctx, buf = em.ctx(), em.reg("buf", ".b64")
     i, t, u = em.reg("ri", ".b32"), em.reg("rt", ".b32"), em.reg("ru", ".b32")
     full = em.reg("full", ".pred")
@@ -95,6 +100,12 @@ def count(em: Emitter, addr: str, tally: int) -> list[Statement]:
         out.append(I("shl.b32", u, u, 16))
         out.append(I("or.b32", t, t, u))
         store("block_yz", t)
+        if verdict is not None:
+            kind, descriptor = verdict
+            out.append(I("ld.param.u32", t, Address(Symbol(descriptor))))
+            out.append(I("shl.b32", t, t, layout.VERDICT_KIND_BITS))
+            out.append(I("or.b32", t, t, kind))
+            store("verdict", t)
         if k + 1 < len(blocks):
             out.append(I("bra.uni", done))
     out.append(ptx.Label(done))

@@ -45,7 +45,7 @@ from ..nodes import (
 from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION, DYNAMIC_SHARED
 from . import records
-from .arguments import decide
+from .arguments import decide, descriptor_param
 from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
@@ -87,10 +87,17 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     if acc.mode is Mode.ARGUMENT and isinstance(v, prov.Ptr) \
             and isinstance(v.root, prov.ArgRoot) and v.root.index in plan.decided:
         # every caller passed a known window (``arguments``): no lookup
-        decision = decide(em, acc, addr, bits, do)
+        tally = records.tally(em, acc)
+        decision = decide(em, acc, addr, bits, do, tallied=tally >= 0)
         out.extend(decision.code)
         out.append(ptx.Label(decision.record))
-        out.extend(records.record(em, acc, addr, decision.kind, decision.tag))
+        if tally >= 0:
+            # the device's kind kept in the tally: the host knows neither
+            # the window nor which caller's root it was
+            descriptor = descriptor_param(v.root.index)
+            out.extend(records.count(em, addr, tally, (decision.kind, descriptor)))
+        else:
+            out.extend(records.record(em, acc, addr, decision.kind, decision.tag))
         out.extend(_not_performed(em, acc))
         out.append(I("bra.uni", skip))
         return [Verbatim(statements_text(out))]
