@@ -319,27 +319,31 @@ def classify_window(site: Site, address: int, tally: int) -> ViolationKind:
     return _OUT_OF_BOUNDS[site.root_space or "global"]
 
 
-def argument_verdict(site: Site, word: int,
-                     roots: Sequence[ResolvedRoot]) -> tuple[ViolationKind, int]:
+def classify_argument(site: Site, address: int, tally: int, descriptor: int,
+                      roots: Sequence[ResolvedRoot]) -> tuple[ViolationKind, int]:
     """The kind and tag of a failing access through a decided parameter,
-    from the verdict word its offender keeps (``layout.OFFENDER``): the
-    device's kind, and the window's descriptor, which for a root is the
-    offset of its bounds in the launch context (tag 0: a variable, or the
-    null page, as ``checks.arguments.decide`` records them)."""
-    bits = layout.VERDICT_KIND_BITS
+    from the window descriptor its caller passed (kept in the offender,
+    ``layout.OFFENDER``), in the order ``checks.arguments.decide`` judges:
+    a root's (its bounds' offset in the launch context) as a root site's,
+    against the bounds the launch's context holds; a variable's (its
+    out-of-bounds kind) as a window site's: the null page for a global or
+    generic access, the second tally for a misaligned access inside it."""
+    context = layout.LAUNCH_CONTEXT.size
+    if descriptor >= context:
+        index, rest = divmod(descriptor - context, layout.ROOT_BOUNDS.size)
+        if rest or index >= len(roots):
+            raise UnclassifiedTally(f"site {site.id} ({site.instruction}): descriptor "
+                                    f"{descriptor:#x} names no root of the launch")
+        return classify_root(site, address, roots[index])
+    if tally == site.tally + 1:
+        return ViolationKind.MISALIGNED_ACCESS, 0
+    if site.space in ("global", "generic") and address < layout.NULL_PAGE:
+        return ViolationKind.NULL_POINTER, 0
     try:
-        kind = ViolationKind.from_code(word & ((1 << bits) - 1))
+        return ViolationKind.from_code(descriptor), 0
     except ValueError:
-        raise UnclassifiedTally(f"site {site.id} ({site.instruction}): the device kept "
-                                f"no verdict ({word:#x})") from None
-    at = word >> bits
-    if at < layout.LAUNCH_CONTEXT.size or kind is ViolationKind.NULL_POINTER:
-        return kind, 0
-    index, rest = divmod(at - layout.LAUNCH_CONTEXT.size, layout.ROOT_BOUNDS.size)
-    if rest or index >= len(roots):
-        raise UnclassifiedTally(f"site {site.id} ({site.instruction}): descriptor {at:#x} "
-                                f"names no root of the launch")
-    return kind, roots[index].tag
+        raise UnclassifiedTally(f"site {site.id} ({site.instruction}): descriptor "
+                                f"{descriptor:#x} is no variable's kind") from None
 
 
 def decode_tallies(area: bytes, sites: SiteTable,
@@ -366,7 +370,8 @@ def decode_tallies(area: bytes, sites: SiteTable,
                 if site.check == "root":
                     kind, tag = classify_root(site, address, roots[site.root_index])
                 elif site.check == "argument":
-                    kind, tag = argument_verdict(site, int(o["verdict"]), roots)  # type: ignore[arg-type]
+                    kind, tag = classify_argument(site, address, tally, int(o["descriptor"]),  # type: ignore[arg-type]
+                                                  roots)
                 else:
                     kind, tag = classify_window(site, address, tally), 0
                 t, bx, byz = int(o["thread"]), int(o["block_x"]), int(o["block_yz"])  # type: ignore[arg-type]

@@ -264,10 +264,11 @@ OFFENDER = Record(
         Field("thread", "u32", doc="tid.x | tid.y << 10 | tid.z << 20"),
         Field("block_x", "u32", doc="ctaid.x"),
         Field("block_yz", "u32", doc="ctaid.y | ctaid.z << 16"),
-        Field("verdict", "u32", doc="an argument site's: kind | descriptor << 8; else 0"),
+        Field("descriptor", "u32", doc="an argument site's window descriptor; else 0"),
     ),
-    "One offender of a site tally: the kind and the allocation are classified on the host, "
-    "but for an access through a decided parameter, whose verdict the device keeps.",
+    "One offender of a site tally: the kind and the allocation are classified on the host "
+    "(for an access through a decided parameter, from the window descriptor its caller "
+    "passed: a root's bounds offset in the launch context, or a variable's kind).",
 )
 
 CHECK_RESULT = Record(
@@ -326,12 +327,6 @@ NULL_PAGE = 4096
 TALLY_OFFENDERS = 4
 """Offenders a site tally keeps (the first ones to count): priced over the
 corpus as cheap as one when each has a store block of its own."""
-
-VERDICT_KIND_BITS = 8
-"""An argument site's offender keeps the device's verdict in one word
-(``OFFENDER.verdict``): the kind's code in these low bits, the window's
-descriptor (a root's bounds offset in the launch context, or a variable's
-kind) above them; the host reads the root's tag at that offset."""
 
 HEAP_TAG_BASE = 0x8000_0000
 """Tags of device-heap blocks: this plus the block's heap table index (the

@@ -242,20 +242,35 @@ def test_a_callee_site_tallies_each_offender_with_its_own_callers_root(options):
     assert len(found) == layout.TALLY_OFFENDERS
 
 
-def test_an_argument_verdict_the_host_cannot_read_is_gpusafe_s_failure():
-    """A verdict word with no kind, or naming no root of the launch, is the
-    two sides of the ABI disagreeing: never a silent pass or a guessed tag."""
+def test_an_argument_offender_is_classified_from_its_callers_descriptor():
+    """The host classifies an argument site's offender from the descriptor
+    its caller passed: a root's (its bounds' offset in the launch context)
+    against that root's bounds, a variable's (its out-of-bounds kind) as a
+    window's; a descriptor naming no root of the launch, or no kind, is the
+    two sides of the ABI disagreeing: gpusafe's own failure, never a pass."""
     site = host.Site(0, "f", 1, None, None, None, "st.f32 [%rd1], %f1;", "write", 4,
-                     "global", "argument", tally=0)
-    root = host.ResolvedRoot(0, 0x1000, 0x2000, 7, True)
-    bits = layout.VERDICT_KIND_BITS
-    oob = ViolationKind.GLOBAL_OUT_OF_BOUNDS.code
-    assert host.argument_verdict(site, oob | layout.root_offset(0) << bits, [root]) == (
-        ViolationKind.GLOBAL_OUT_OF_BOUNDS, 7)
+                     "generic", "argument", tally=3, alignment=4)
+    live = host.ResolvedRoot(0, 0x10000, 0x10100, 7, True)
+    freed = host.ResolvedRoot(0, 0x20000, 0x20100, 8, False)
+    roots = [live, freed]
+    at = layout.root_offset
+
+    def verdict(address: int, descriptor: int, tally: int = 3) -> tuple[str, int]:
+        kind, tag = host.classify_argument(site, address, tally, descriptor, roots)
+        return kind.value, tag
+
+    assert verdict(0x10100, at(0)) == ("global-out-of-bounds", 7)
+    assert verdict(0x100FE, at(0)) == ("global-out-of-bounds", 7)  # 2 bytes left
+    assert verdict(0x10002, at(0)) == ("misaligned-access", 7)
+    assert verdict(0x20000, at(1)) == ("use-after-free", 8)
+    assert verdict(0x10, at(1)) == ("null-pointer", 0)
     shared = ViolationKind.SHARED_OUT_OF_BOUNDS.code
-    assert host.argument_verdict(site, shared | shared << bits, [root]) == (
-        ViolationKind.SHARED_OUT_OF_BOUNDS, 0)
+    assert verdict(0x7000_0000, shared) == ("shared-out-of-bounds", 0)
+    assert verdict(0x7000_0002, shared, tally=4) == ("misaligned-access", 0)
+    assert verdict(0x10, shared) == ("null-pointer", 0)
     with pytest.raises(host.UnclassifiedTally):
-        host.argument_verdict(site, 0, [root])
+        verdict(0x10008, at(0))  # inside the root, aligned: the device refused a good access
     with pytest.raises(host.UnclassifiedTally):
-        host.argument_verdict(site, oob | layout.root_offset(1) << bits, [root])
+        verdict(0x10100, at(2))
+    with pytest.raises(host.UnclassifiedTally):
+        verdict(0x7000_0000, 0)

@@ -48,7 +48,7 @@ def tally(em: Emitter, acc: Access) -> int:
 
 
 def count(em: Emitter, addr: str, tally: int,
-          verdict: tuple[str, str] | None = None) -> list[Statement]:
+          descriptor: str | None = None) -> list[Statement]:
     """A failing access counted in its site's tally (design B of issue 14):
     one atomic add on the count; while the count was below
     ``layout.TALLY_OFFENDERS``, the address and the packed thread and block
@@ -56,11 +56,10 @@ def count(em: Emitter, addr: str, tally: int,
     immediate offset from the violation buffer.  No record is claimed and no
     kind or tag computed (the host classifies them from the site), so the
     only registers live beside the program's are the buffer, the count and
-    one id at a time.  ``verdict``: the register holding the device's kind
-    and the ``.param`` holding the window's descriptor, of an access through
-    a decided parameter (the host knows neither the window nor the root it
-    came from): stored packed in the offender's ``verdict`` word, the
-    descriptor loaded in the store block, so that only the kind stays live."""
+    one id at a time.  ``descriptor``: the ``.param`` holding the window's
+    descriptor of an access through a decided parameter (the host knows
+    neither the window nor the root it came from), loaded in each store
+    block and kept in the offender's ``descriptor`` word."""
     ctx, buf = em.ctx(), em.reg("buf", ".b64")
     i, t, u = em.reg("ri", ".b32"), em.reg("rt", ".b32"), em.reg("ru", ".b32")
     full = em.reg("full", ".pred")
@@ -100,12 +99,9 @@ def count(em: Emitter, addr: str, tally: int,
         out.append(I("shl.b32", u, u, 16))
         out.append(I("or.b32", t, t, u))
         store("block_yz", t)
-        if verdict is not None:
-            kind, descriptor = verdict
+        if descriptor is not None:
             out.append(I("ld.param.u32", t, Address(Symbol(descriptor))))
-            out.append(I("shl.b32", t, t, layout.VERDICT_KIND_BITS))
-            out.append(I("or.b32", t, t, kind))
-            store("verdict", t)
+            store("descriptor", t)
         if k + 1 < len(blocks):
             out.append(I("bra.uni", done))
     out.append(ptx.Label(done))

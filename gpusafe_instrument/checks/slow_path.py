@@ -96,10 +96,16 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
         out.extend(decision.code)
         out.append(ptx.Label(decision.record))
         if tally >= 0:
-            # the device's kind kept in the tally: the host knows neither
-            # the window nor which caller's root it was
+            # each offender keeps its caller's window descriptor: the host
+            # knows neither the window nor which caller's root it was
             descriptor = descriptor_param(v.root.index)
-            out.extend(records.count(em, addr, tally, (decision.kind, descriptor)))
+            out.extend(records.count(em, addr, tally, descriptor))
+            if decision.misaligned != decision.record:
+                refused = em.label("refd")
+                out.append(I("bra.uni", refused))
+                out.append(ptx.Label(decision.misaligned))
+                out.extend(records.count(em, addr, tally + 1, descriptor))
+                out.append(ptx.Label(refused))
         else:
             out.extend(records.record(em, acc, addr, decision.kind, decision.tag))
         out.extend(_not_performed(em, acc))
