@@ -282,6 +282,7 @@ class UnclassifiedTally(ValueError):
 
 
 _OUT_OF_BOUNDS = {"global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+                  "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
                   "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
                   "local": ViolationKind.LOCAL_OUT_OF_BOUNDS}
 
@@ -314,7 +315,8 @@ def classify_window(site: Site, address: int, tally: int) -> ViolationKind:
     tally holds those inside it but misaligned."""
     if tally == site.tally + 1:
         return ViolationKind.MISALIGNED_ACCESS
-    if (site.root_space == "global" or site.space == "generic") and address < layout.NULL_PAGE:
+    if (site.root_space in ("global", "const") or site.space == "generic") \
+            and address < layout.NULL_PAGE:
         return ViolationKind.NULL_POINTER
     return _OUT_OF_BOUNDS[site.root_space or "global"]
 

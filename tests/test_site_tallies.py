@@ -274,3 +274,30 @@ def test_the_site_table_keeps_its_tallies_through_json():
     again = SiteTable.from_json(table.to_json())
     assert again.sites == table.sites and again.tally_count == 3
     assert [s.tallies for s in again.sites] == [1, 2]
+
+
+CONSTANT = r"""
+__constant__ float cw[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+extern "C" __global__ void cread(float* out, int k)
+{
+    const float* p = cw;
+    out[threadIdx.x] = p[threadIdx.x + k];
+}
+"""
+
+
+def test_a_generic_read_past_a_constant_array_is_a_window_check():
+    """``-G`` code reads a ``__constant__`` array through a generic pointer
+    (``cvta.const``): the variable is a window (issue 14, regw), judged
+    inline where the runtime's lookup was called (52 -> 34 registers for
+    ``stencil_1d`` -G sm_80), and a read past it is global out of bounds
+    (constant memory is in the global window), as the oracle finds it."""
+    text = _assembled(CONSTANT, ("-G",))
+    result = instrument(text)
+    assert [s.root for s in result.sites.sites if s.check == "window"] == ["cw"]
+    assert "__gpusafe_check" not in result.ptx.split(".entry cread")[1]
+    o = run_both(None, "cread", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.float32)), np.int32(2)], ptx_text=text)
+    assert {k[0] for k in o.device} == {"global-out-of-bounds"}
+    assert o.occurrences == 2  # cw[8], cw[9]
+    assert_same(o)

@@ -66,6 +66,7 @@ decided parameter's window: a root's bounds offset, or a variable's kind."""
 
 _OUT_OF_BOUNDS = {
     "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+    "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,  # constant memory is in the global window
     "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
     "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
 }

@@ -730,6 +730,7 @@ def _judge(em: Emitter, acc: Access, addr: str, lo: str, size: str, state: str |
 
 _OUT_OF_BOUNDS = {
     "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+    "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,  # constant memory is in the global window
     "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
     "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
 }
