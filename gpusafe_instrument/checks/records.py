@@ -108,6 +108,53 @@ def count(em: Emitter, addr: str, tally: int,
     return out
 
 
+def tallied_window(em: Emitter, acc: Access, addr: str, tally: int,
+                   do: str) -> list[Statement]:
+    """``slow_path._inline_window`` for a tallied site of a variable of static size,
+    in one 64-bit temporary (issue 14, regw: a slow path's temporaries count
+    in the kernel's registers where they are live beside the program's,
+    and the general form kept the window's two ends, its span and the
+    width in four): the offset from the variable, compared unsigned with
+    the room the variable leaves for the access (an address below the
+    variable wraps above it), then the alignment.  The tallies are those of
+    ``_inline_window``: the host classifies the null page and the space.
+    Ends where a refused access goes on (not performed: the caller's)."""
+    a = acc.access
+    v = acc.value
+    assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
+    root = v.root
+    assert root.size is not None and a.size is None
+    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    record, misaligned, refused = em.label("rec"), em.label("recm"), em.label("refd")
+    out: list[Statement] = []
+    if root.space == "global" or v.space == "generic":
+        out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    out.append(I("mov.u64", off, root.name))
+    if v.space == "generic":
+        out.append(I(f"cvta.{root.space}.u64", off, off))
+    out.append(I("sub.u64", off, addr, off))
+    room = root.size - a.width  # a static zero-width access may start at the end
+    if room < 0:
+        out.append(I("bra.uni", record))
+    else:
+        out.append(I("setp.gt.u64", bad, off, room))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+        if a.alignment > 1:
+            out.append(I("and.b64", off, addr, a.alignment - 1))
+            out.append(I("setp.ne.u64", bad, off, 0))
+            out.append(I("bra", misaligned, guard=ptx.Guard(bad)))
+        out.append(I("bra.uni", do))
+    out.append(ptx.Label(record))
+    out.extend(count(em, addr, tally))
+    if a.alignment > 1:
+        out.append(I("bra.uni", refused))
+        out.append(ptx.Label(misaligned))
+        out.extend(count(em, addr, tally + 1))
+    out.append(ptx.Label(refused))
+    return out
+
+
 def record(em: Emitter, acc: Access, addr: str, kind: str,
             tag: object = 0) -> list[Statement]:
     """``__gpusafe_record`` inline (tag 0: a variable is no allocation): claim

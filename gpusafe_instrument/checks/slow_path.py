@@ -76,7 +76,9 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
         root = v.root
         tally = records.tally(em, acc)
         if tally >= 0 and root.size is not None:
-            out.extend(_tallied_window(em, acc, addr, tally, do, skip))
+            out.extend(records.tallied_window(em, acc, addr, tally, do))
+            out.extend(_not_performed(em, acc))
+            out.append(I("bra.uni", skip))
             return [Verbatim(statements_text(out))]
         lo, hi = em.reg("wlo", ".b64"), em.reg("whi", ".b64")
         out.append(I("mov.u64", lo, root.name))
@@ -336,54 +338,6 @@ def _inline_window(em: Emitter, acc: Access, addr: str, lo: str, hi: str,
             out.append(ptx.Label(misaligned))
             out.extend(records.count(em, addr, tally + 1))
         out.append(ptx.Label(refused))
-    out.extend(_not_performed(em, acc))
-    out.append(I("bra.uni", skip))
-    return out
-
-
-def _tallied_window(em: Emitter, acc: Access, addr: str, tally: int,
-                    do: str, skip: str) -> list[Statement]:
-    """``_inline_window`` for a tallied site of a variable of static size,
-    in one 64-bit temporary (issue 14, regw: a slow path's temporaries count
-    in the kernel's registers where they are live beside the program's,
-    and the general form kept the window's two ends, its span and the
-    width in four): the offset from the variable, compared unsigned with
-    the room the variable leaves for the access (an address below the
-    variable wraps above it), then the alignment.  The tallies are those of
-    ``_inline_window``: the host classifies the null page and the space."""
-    a = acc.access
-    v = acc.value
-    assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
-    root = v.root
-    assert root.size is not None and a.size is None
-    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
-    record, misaligned, refused = em.label("rec"), em.label("recm"), em.label("refd")
-    out: list[Statement] = []
-    if root.space == "global" or v.space == "generic":
-        out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
-        out.append(I("bra", record, guard=ptx.Guard(bad)))
-    out.append(I("mov.u64", off, root.name))
-    if v.space == "generic":
-        out.append(I(f"cvta.{root.space}.u64", off, off))
-    out.append(I("sub.u64", off, addr, off))
-    room = root.size - a.width  # a static zero-width access may start at the end
-    if room < 0:
-        out.append(I("bra.uni", record))
-    else:
-        out.append(I("setp.gt.u64", bad, off, room))
-        out.append(I("bra", record, guard=ptx.Guard(bad)))
-        if a.alignment > 1:
-            out.append(I("and.b64", off, addr, a.alignment - 1))
-            out.append(I("setp.ne.u64", bad, off, 0))
-            out.append(I("bra", misaligned, guard=ptx.Guard(bad)))
-        out.append(I("bra.uni", do))
-    out.append(ptx.Label(record))
-    out.extend(records.count(em, addr, tally))
-    if a.alignment > 1:
-        out.append(I("bra.uni", refused))
-        out.append(ptx.Label(misaligned))
-        out.extend(records.count(em, addr, tally + 1))
-    out.append(ptx.Label(refused))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
     return out
