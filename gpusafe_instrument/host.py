@@ -282,6 +282,7 @@ class UnclassifiedTally(ValueError):
 
 
 _OUT_OF_BOUNDS = {"global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+                  "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
                   "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
                   "local": ViolationKind.LOCAL_OUT_OF_BOUNDS}
 
@@ -314,9 +315,37 @@ def classify_window(site: Site, address: int, tally: int) -> ViolationKind:
     tally holds those inside it but misaligned."""
     if tally == site.tally + 1:
         return ViolationKind.MISALIGNED_ACCESS
-    if (site.root_space == "global" or site.space == "generic") and address < layout.NULL_PAGE:
+    if (site.root_space in ("global", "const") or site.space == "generic") \
+            and address < layout.NULL_PAGE:
         return ViolationKind.NULL_POINTER
     return _OUT_OF_BOUNDS[site.root_space or "global"]
+
+
+def classify_argument(site: Site, address: int, tally: int, descriptor: int,
+                      roots: Sequence[ResolvedRoot]) -> tuple[ViolationKind, int]:
+    """The kind and tag of a failing access through a decided parameter,
+    from the window descriptor its caller passed (kept in the offender,
+    ``layout.OFFENDER``), in the order ``checks.arguments.decide`` judges:
+    a root's (its bounds' offset in the launch context) as a root site's,
+    against the bounds the launch's context holds; a variable's (its
+    out-of-bounds kind) as a window site's: the null page for a global or
+    generic access, the second tally for a misaligned access inside it."""
+    context = layout.LAUNCH_CONTEXT.size
+    if descriptor >= context:
+        index, rest = divmod(descriptor - context, layout.ROOT_BOUNDS.size)
+        if rest or index >= len(roots):
+            raise UnclassifiedTally(f"site {site.id} ({site.instruction}): descriptor "
+                                    f"{descriptor:#x} names no root of the launch")
+        return classify_root(site, address, roots[index])
+    if tally == site.tally + 1:
+        return ViolationKind.MISALIGNED_ACCESS, 0
+    if site.space in ("global", "generic") and address < layout.NULL_PAGE:
+        return ViolationKind.NULL_POINTER, 0
+    try:
+        return ViolationKind.from_code(descriptor), 0
+    except ValueError:
+        raise UnclassifiedTally(f"site {site.id} ({site.instruction}): descriptor "
+                                f"{descriptor:#x} is no variable's kind") from None
 
 
 def decode_tallies(area: bytes, sites: SiteTable,
@@ -342,6 +371,9 @@ def decode_tallies(area: bytes, sites: SiteTable,
                 address = int(o["address"])  # type: ignore[arg-type]
                 if site.check == "root":
                     kind, tag = classify_root(site, address, roots[site.root_index])
+                elif site.check == "argument":
+                    kind, tag = classify_argument(site, address, tally, int(o["descriptor"]),  # type: ignore[arg-type]
+                                                  roots)
                 else:
                     kind, tag = classify_window(site, address, tally), 0
                 t, bx, byz = int(o["thread"]), int(o["block_x"]), int(o["block_yz"])  # type: ignore[arg-type]

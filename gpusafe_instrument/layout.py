@@ -264,9 +264,11 @@ OFFENDER = Record(
         Field("thread", "u32", doc="tid.x | tid.y << 10 | tid.z << 20"),
         Field("block_x", "u32", doc="ctaid.x"),
         Field("block_yz", "u32", doc="ctaid.y | ctaid.z << 16"),
-        Field("reserved", "u32"),
+        Field("descriptor", "u32", doc="an argument site's window descriptor; else 0"),
     ),
-    "One offender of a site tally: the kind and the allocation are classified on the host.",
+    "One offender of a site tally: the kind and the allocation are classified on the host "
+    "(for an access through a decided parameter, from the window descriptor its caller "
+    "passed: a root's bounds offset in the launch context, or a variable's kind).",
 )
 
 CHECK_RESULT = Record(

@@ -206,7 +206,7 @@ _OPAQUE = frozenset({".texref", ".samplerref", ".surfref"})
 
 def variable_root(var: Variable) -> VarRoot | None:
     space = var.space.lstrip(".")
-    if space not in ("global", "shared", "local") or var.type in _OPAQUE:
+    if space not in ("global", "shared", "local", "const") or var.type in _OPAQUE:
         return None
     align = var.align or var.element_size
     return VarRoot(var.name, space, var.size, align)
@@ -304,7 +304,8 @@ class _Transfer:
             v = self.value(state, ops[1])
             if isinstance(v, Ptr):
                 to = "to" in mods
-                space = next((m for m in mods if m in ("global", "shared", "local")), None)
+                space = next((m for m in mods if m in ("global", "shared", "local", "const")),
+                             None)
                 if space is None:
                     return [UNKNOWN]
                 return [replace(v, space=space if to else "generic")]

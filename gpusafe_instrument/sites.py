@@ -40,7 +40,8 @@ class Site:
     there and the host classifies it (``host.decode_tallies``); -1: the site
     writes violation records.  A window site of alignment > 1 has a second
     tally, ``tally + 1``, for the accesses inside the variable but
-    misaligned (the host knows no variable's address)."""
+    misaligned (the host knows no variable's address); so has an argument
+    site (a decided parameter's callers may pass variables)."""
     alignment: int = 1  # the access's required alignment
     root_index: int = -1  # a root site's root (``KernelInfo.roots``)
     root_space: str | None = None  # a window site's variable's state space
@@ -50,7 +51,7 @@ class Site:
         """How many tallies the site has."""
         if self.tally < 0:
             return 0
-        return 2 if self.check == "window" and self.alignment > 1 else 1
+        return 2 if self.check in ("window", "argument") and self.alignment > 1 else 1
 
 
 @dataclass(frozen=True)

@@ -91,13 +91,13 @@ typedef struct gpusafe_site_tally {
 } gpusafe_site_tally;
 static_assert(sizeof(gpusafe_site_tally) == 8, "layout of gpusafe_site_tally");
 
-/* One offender of a site tally: the kind and the allocation are classified on the host. */
+/* One offender of a site tally: the kind and the allocation are classified on the host (for an access through a decided parameter, from the window descriptor its caller passed: a root's bounds offset in the launch context, or a variable's kind). */
 typedef struct gpusafe_offender {
     unsigned long long address;
     unsigned int thread;  /* tid.x | tid.y << 10 | tid.z << 20 */
     unsigned int block_x;  /* ctaid.x */
     unsigned int block_yz;  /* ctaid.y | ctaid.z << 16 */
-    unsigned int reserved;
+    unsigned int descriptor;  /* an argument site's window descriptor; else 0 */
 } gpusafe_offender;
 static_assert(sizeof(gpusafe_offender) == 24, "layout of gpusafe_offender");
 

@@ -23,8 +23,9 @@ from test_instrument_cpu import Buf, PtrTable, assert_same, f32, kinds, run_both
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe.engine.launches import LaunchPipeline
-from gpusafe_instrument import host
+from gpusafe_instrument import host, layout
 from gpusafe_instrument.checks import instrument
+from gpusafe_instrument.kinds import ViolationKind
 from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
 OPTIONS = [("-G",), ()]  # -G keeps every device function a call; NVRTC's default is -O3
@@ -127,7 +128,7 @@ def test_an_overflow_through_the_second_site_is_the_same_record(options):
                  [Buf(np.zeros(32, np.float32)), Buf(np.zeros(32, np.float32)), np.int32(2)],
                  options=options)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 2  # b[32], b[33]
+    assert o.occurrences == 2  # b[32], b[33]
     assert_same(o)
     assert o.stats["_Z3putPfif"]["checks"] == {"argument": 1}
     found, tags, bufs = _records(TWO_SITES, "two_sites", 32, [32, 32], [2], options)
@@ -144,7 +145,7 @@ def test_a_pointer_passed_past_its_allocation_is_judged_against_the_allocation(o
     o = run_both(TWO_SITES, "offset_past", (1, 1, 1), (8, 1, 1),
                  [Buf(np.zeros(32, np.float32)), np.int32(28)], options=options)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 4  # threads 4..7: a[32] .. a[35]
+    assert o.occurrences == 4  # threads 4..7: a[32] .. a[35]
     assert_same(o)
 
 
@@ -157,7 +158,7 @@ def test_a_pointer_passed_before_its_allocation_is_judged_against_the_allocation
         ("global-out-of-bounds", bufs[0] - 4, tags[0], 0)]
     o = run_both(TWO_SITES, "offset_before", (1, 1, 1), (4, 1, 1),
                  [Buf(np.zeros(32, np.float32))], options=options)
-    assert len(o.device) == 1
+    assert o.occurrences == 1
     assert_same(o)
 
 
@@ -167,7 +168,7 @@ def test_use_after_free_through_a_device_function_is_reported(options):
                  [Buf(np.zeros(32, np.float32)), Buf(np.zeros(32, np.float32), freed=True),
                   np.int32(0)], options=options)
     assert kinds(o) == {"use-after-free"}
-    assert len(o.device) == 8
+    assert o.occurrences == 8
     assert_same(o)
     found, tags, _ = _records(TWO_SITES, "two_sites", 8, [32, 32], [0], options, free=1)
     assert {(v.kind.value, v.tag) for v in found} == {("use-after-free", tags[1])}
@@ -181,7 +182,7 @@ def test_a_callee_given_an_unknown_pointer_at_one_site_keeps_the_lookup(options)
             Buf(f32(8, 10))]
     o = run_both(MIXED, "mixed", (1, 1, 1), (8, 1, 1), args, options=options)
     assert kinds(o) == {"global-out-of-bounds"}
-    assert len(o.device) == 2  # table[0][8], table[0][9]
+    assert o.occurrences == 2  # table[0][8], table[0][9]
     assert_same(o)
 
 
@@ -197,7 +198,7 @@ def test_a_shared_array_overrun_through_a_device_function_is_reported(options):
     o = run_both(SHARED, "shared_fill", (1, 1, 1), (4, 1, 1),
                  [Buf(np.zeros(4, np.float32)), np.int32(10)], options=options)
     assert kinds(o) == {"shared-out-of-bounds"}
-    assert len(o.device) == 2
+    assert o.occurrences == 2
     assert_same(o)
 
 
@@ -217,3 +218,59 @@ def test_a_callee_that_frees_keeps_the_lookup():
     body = _function(text, "_Z4lastPi")
     assert "__gpusafe_check" in body
     assert "__gpusafe_wd0" not in text
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["G", "O3"])
+def test_a_callee_site_tallies_each_offender_with_its_own_callers_root(options):
+    """An access through a decided parameter counts in its site's tally
+    (issue 14, regw) and keeps the device's verdict: the host cannot tell
+    which caller's root an offender came through from the site, so the kind
+    and the root's bounds offset travel in the offender's ``verdict`` word.
+    ``put`` overflows ``a`` (31 floats: thread 31) and ``b`` (threads 30
+    and 31): each offender is named by the tag of the allocation its own
+    caller passed; then a launch past what a tally keeps counts exactly."""
+    result = instrument(nvrtc_compile(TWO_SITES, "k.cu", "compute_75", options))
+    (site,) = [s for s in result.sites.sites if s.check == "argument"]
+    assert site.tally >= 0
+    found, tags, bufs = _records(TWO_SITES, "two_sites", 32, [31, 32], [2], options)
+    assert sorted((v.kind.value, v.address, v.tag, v.count) for v in found) == sorted([
+        ("global-out-of-bounds", bufs[0] + 124, tags[0], 1),
+        ("global-out-of-bounds", bufs[1] + 128, tags[1], 1),
+        ("global-out-of-bounds", bufs[1] + 132, tags[1], 1)])
+    found, tags, bufs = _records(TWO_SITES, "two_sites", 40, [32, 32], [2], options)
+    assert sum(v.count for v in found) == 18  # a[32..39], b[32..41]
+    assert len(found) == layout.TALLY_OFFENDERS
+
+
+def test_an_argument_offender_is_classified_from_its_callers_descriptor():
+    """The host classifies an argument site's offender from the descriptor
+    its caller passed: a root's (its bounds' offset in the launch context)
+    against that root's bounds, a variable's (its out-of-bounds kind) as a
+    window's; a descriptor naming no root of the launch, or no kind, is the
+    two sides of the ABI disagreeing: gpusafe's own failure, never a pass."""
+    site = host.Site(0, "f", 1, None, None, None, "st.f32 [%rd1], %f1;", "write", 4,
+                     "generic", "argument", tally=3, alignment=4)
+    live = host.ResolvedRoot(0, 0x10000, 0x10100, 7, True)
+    freed = host.ResolvedRoot(0, 0x20000, 0x20100, 8, False)
+    roots = [live, freed]
+    at = layout.root_offset
+
+    def verdict(address: int, descriptor: int, tally: int = 3) -> tuple[str, int]:
+        kind, tag = host.classify_argument(site, address, tally, descriptor, roots)
+        return kind.value, tag
+
+    assert verdict(0x10100, at(0)) == ("global-out-of-bounds", 7)
+    assert verdict(0x100FE, at(0)) == ("global-out-of-bounds", 7)  # 2 bytes left
+    assert verdict(0x10002, at(0)) == ("misaligned-access", 7)
+    assert verdict(0x20000, at(1)) == ("use-after-free", 8)
+    assert verdict(0x10, at(1)) == ("null-pointer", 0)
+    shared = ViolationKind.SHARED_OUT_OF_BOUNDS.code
+    assert verdict(0x7000_0000, shared) == ("shared-out-of-bounds", 0)
+    assert verdict(0x7000_0002, shared, tally=4) == ("misaligned-access", 0)
+    assert verdict(0x10, shared) == ("null-pointer", 0)
+    with pytest.raises(host.UnclassifiedTally):
+        verdict(0x10008, at(0))  # inside the root, aligned: the device refused a good access
+    with pytest.raises(host.UnclassifiedTally):
+        verdict(0x10100, at(2))
+    with pytest.raises(host.UnclassifiedTally):
+        verdict(0x7000_0000, 0)

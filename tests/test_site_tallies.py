@@ -83,6 +83,34 @@ def test_a_misaligned_access_inside_a_shared_array_counts_in_the_sites_second_ta
     assert_same(o)
 
 
+@pytest.mark.parametrize("options", [("-G",), ()], ids=["G", "O3"])
+def test_a_window_access_one_byte_past_its_room_is_out_of_bounds_not_misaligned(options):
+    """The window's slow path compares the offset from the variable with
+    the room the variable leaves for the access (issue 14, regw): thread 31
+    reads 4 bytes at byte 125 of 128 (out of bounds, the first tally), the
+    others misaligned inside (the second)."""
+    text = _assembled(GENERIC_SHARED, options)
+    o = run_both(None, "gen", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.int32)), np.int32(0), np.int32(1)], ptx_text=text)
+    assert sorted(_by_line(o).values()) == [1, 31]
+    assert [k[3][0] for k in o.device if k[0] == "shared-out-of-bounds"] == [31]
+    assert_same(o)
+
+
+def test_a_generic_address_below_a_shared_array_is_refused():
+    """The offset from the variable is compared unsigned: an address below
+    it wraps above the room (thread 0 reads 3 bytes before ``s``) and counts
+    in the first tally, not performed.  (Its kind: the oracle finds no
+    shared memory there and says global out of bounds, the host names the
+    variable's space, as before this slow path.)"""
+    text = _assembled(GENERIC_SHARED, ("-G",))
+    o = run_both(None, "gen", (1, 1, 1), (32, 1, 1),
+                 [Buf(np.zeros(32, np.int32)), np.int32(-1), np.int32(1)], ptx_text=text)
+    assert o.occurrences == 32
+    below = [k for k in o.device if k[3][0] == 0]
+    assert len(below) == 1 and below[0][0] != "misaligned-access"
+
+
 def _vadd_launch(out_floats: int, free_a: bool):
     """vadd over 32 threads with ``out`` holding ``out_floats`` floats and
     ``a`` freed before the launch when ``free_a``: the violations and the
@@ -246,3 +274,30 @@ def test_the_site_table_keeps_its_tallies_through_json():
     again = SiteTable.from_json(table.to_json())
     assert again.sites == table.sites and again.tally_count == 3
     assert [s.tallies for s in again.sites] == [1, 2]
+
+
+CONSTANT = r"""
+__constant__ float cw[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+extern "C" __global__ void cread(float* out, int k)
+{
+    const float* p = cw;
+    out[threadIdx.x] = p[threadIdx.x + k];
+}
+"""
+
+
+def test_a_generic_read_past_a_constant_array_is_a_window_check():
+    """``-G`` code reads a ``__constant__`` array through a generic pointer
+    (``cvta.const``): the variable is a window (issue 14, regw), judged
+    inline where the runtime's lookup was called (52 -> 34 registers for
+    ``stencil_1d`` -G sm_80), and a read past it is global out of bounds
+    (constant memory is in the global window), as the oracle finds it."""
+    text = _assembled(CONSTANT, ("-G",))
+    result = instrument(text)
+    assert [s.root for s in result.sites.sites if s.check == "window"] == ["cw"]
+    assert "__gpusafe_check" not in result.ptx.split(".entry cread")[1]
+    o = run_both(None, "cread", (1, 1, 1), (8, 1, 1),
+                 [Buf(np.zeros(8, np.float32)), np.int32(2)], ptx_text=text)
+    assert {k[0] for k in o.device} == {"global-out-of-bounds"}
+    assert o.occurrences == 2  # cw[8], cw[9]
+    assert_same(o)

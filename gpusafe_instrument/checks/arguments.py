@@ -66,6 +66,7 @@ decided parameter's window: a root's bounds offset, or a variable's kind."""
 
 _OUT_OF_BOUNDS = {
     "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+    "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,  # constant memory is in the global window
     "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
     "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
 }
@@ -324,15 +325,19 @@ def window_arguments(source: Source | None, names: tuple[str, ...],
 class Decision(NamedTuple):
     """The inline verdict on one access: its code, which ends in a branch to
     ``do`` (a good access) or reaches ``record`` with the violation's kind
-    and tag in ``kind`` and ``tag``."""
+    in ``kind`` and its tag in ``tag``; a tallied site's reaches ``record``,
+    or ``misaligned`` for an access inside a variable but misaligned, with
+    neither computed (``kind`` and ``tag`` are then empty)."""
 
     code: list[Statement]
     record: str
+    misaligned: str
     kind: str
     tag: str
 
 
-def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
+def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str, *,
+           tallied: bool = False) -> Decision:
     """The slow path of an access through a decided parameter (``addr``: the
     full address, 64 bits; ``bits``: those of the access's own address): the
     verdicts of the runtime in its order, against the window the caller
@@ -344,30 +349,53 @@ def decide(em: Emitter, acc: Access, addr: str, bits: int, do: str) -> Decision:
     address), outside, misaligned, as ``slow_path._inline_window``.  Few
     temporaries: each compare's operand is computed in the one register
     ``off`` right before it (a slow path's registers count in the kernel's,
-    ptxas)."""
+    ptxas).  A ``tallied`` site computes no kind and no tag: its offenders
+    keep the descriptor, from which the host classifies them
+    (``host.argument_verdict``; a kind computed beside the descriptor cost
+    the `-G` atomics 9 registers, ptxas)."""
     a = acc.access
     v = acc.value
     assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
     k = v.root.index
     kinds = em.plan.window_kinds[k]
-    kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
+    kind = em.reg("kind", ".b32")
+    tag = "" if tallied else em.reg("tag", ".b32")
     bad = em.reg("bad", ".pred")
     record, root = em.label("rec"), em.label("root")
-    out: list[Statement] = [I("mov.u32", tag, 0)]
+    misaligned = em.label("recm") if tallied else record
+    verdicts = _Verdicts(kind, tag, record, misaligned)
+    out: list[Statement] = [] if tallied else [I("mov.u32", tag, 0)]
     if a.space in ("global", "generic"):
         out += [I("setp.lt.u64", bad, addr, layout.NULL_PAGE),
-                I("mov.u32", kind, ViolationKind.NULL_POINTER.code),
+                *verdicts.set(ViolationKind.NULL_POINTER),
                 I("bra", record, guard=ptx.Guard(bad))]
     out.append(I("ld.param.u32", kind, Address(Symbol(descriptor_param(k)))))
     if ROOT in kinds and kinds - {ROOT}:
         out.append(I("setp.ge.u32", bad, kind, layout.LAUNCH_CONTEXT.size))
         out.append(I("bra", root, guard=ptx.Guard(bad)))
     if kinds - {ROOT}:
-        out += _in_variable(em, acc, addr, bits, kind, record, do)
+        out += _in_variable(em, acc, addr, bits, verdicts, do)
     if ROOT in kinds:
         out.append(ptx.Label(root))
-        out += _in_root(em, acc, addr, kind, tag, record, do)
-    return Decision(out, record, kind, tag)
+        out += _in_root(em, acc, addr, verdicts, do)
+    return Decision(out, record, misaligned, kind, tag)
+
+
+class _Verdicts(NamedTuple):
+    """Where a decision leaves its verdicts: the kind and tag registers
+    (empty tag: a tallied site, which computes neither), and the labels of
+    a refused access and of one inside a variable but misaligned."""
+
+    kind: str
+    tag: str
+    record: str
+    misaligned: str
+
+    def set(self, kind: ViolationKind, guard: str | None = None) -> list[Statement]:
+        if not self.tag:
+            return []
+        return [I("mov.u32", self.kind, kind.code,
+                  guard=None if guard is None else ptx.Guard(guard))]
 
 
 def _fits(em: Emitter, acc: Access, room: str, bad: str, record: str) -> list[Statement]:
@@ -384,25 +412,26 @@ def _fits(em: Emitter, acc: Access, room: str, bad: str, record: str) -> list[St
     return out
 
 
-def _aligned(acc: Access, addr: str, t: str, bad: str, kind: str,
-             record: str) -> list[Statement]:
+def _aligned(acc: Access, addr: str, t: str, bad: str, verdicts: _Verdicts,
+             target: str) -> list[Statement]:
     al = acc.access.alignment
     if al <= 1:
         return []
     return [I("and.b64", t, addr, al - 1),
             I("setp.ne.u64", bad, t, 0),
-            I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code),
-            I("bra", record, guard=ptx.Guard(bad))]
+            *verdicts.set(ViolationKind.MISALIGNED_ACCESS),
+            I("bra", target, guard=ptx.Guard(bad))]
 
 
-def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, kind: str, record: str,
+def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, verdicts: _Verdicts,
                  do: str) -> list[Statement]:
     """``addr`` against the window ``[low, low + size)`` the filter compared
-    with (``kind`` holds the variable's out-of-bounds kind)."""
+    with (``verdicts.kind`` holds the variable's out-of-bounds kind)."""
     v = acc.value
     assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
     low, size = em.argument_window(v.root.index, acc.access.space, bits)
     bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    record = verdicts.record
     static_empty = acc.access.size is None and acc.access.width == 0
     out: list[Statement] = []
     if bits != 64:
@@ -417,28 +446,31 @@ def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, kind: str, reco
         I("bra", record, guard=ptx.Guard(bad)),
         I("sub.u64", off, size, off),
         *_fits(em, acc, off, bad, record),
-        *_aligned(acc, addr, off, bad, kind, record),
+        *_aligned(acc, addr, off, bad, verdicts, verdicts.misaligned),
         I("bra.uni", do),
     ]
     return out
 
 
-def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str, record: str,
+def _in_root(em: Emitter, acc: Access, addr: str, verdicts: _Verdicts,
              do: str) -> list[Statement]:
     """``addr`` against the bounds of the root whose offset in the launch
-    context ``kind`` holds."""
+    context ``verdicts.kind`` holds (its tag loaded unless the site is
+    tallied: the host classifies a tallied root's offenders as a kernel's
+    root sites', ``host.classify_root``)."""
     a = acc.access
     field = layout.ROOT_BOUNDS.offset
     ctx, rp = em.ctx(), em.reg("rp", ".b64")
     bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
     state = em.reg("state", ".b32")
+    kind, tag, record = verdicts.kind, verdicts.tag, verdicts.record
     static_empty = a.size is None and a.width == 0  # may start at the end
     return [
         em.load_ctx(),
         I("cvt.u64.u32", rp, kind),
         I("add.u64", rp, rp, ctx),
-        I("ld.global.u32", tag, Address(Register(rp), field("tag"))),
-        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
+        *([I("ld.global.u32", tag, Address(Register(rp), field("tag")))] if tag else []),
+        *verdicts.set(ViolationKind.GLOBAL_OUT_OF_BOUNDS),
         I("ld.global.u64", off, Address(Register(rp), field("low"))),
         I("setp.lt.u64", bad, addr, off),
         I("bra", record, guard=ptx.Guard(bad)),
@@ -447,10 +479,12 @@ def _in_root(em: Emitter, acc: Access, addr: str, kind: str, tag: str, record: s
         I("bra", record, guard=ptx.Guard(bad)),
         I("ld.global.u32", state, Address(Register(rp), field("state"))),
         I("setp.ne.u32", bad, state, layout.ALLOC_LIVE),
-        I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code, guard=ptx.Guard(bad)),
+        *verdicts.set(ViolationKind.USE_AFTER_FREE, guard=bad),
         I("bra", record, guard=ptx.Guard(bad)),
         I("sub.u64", off, off, addr),
         *_fits(em, acc, off, bad, record),
-        *_aligned(acc, addr, off, bad, kind, record),
+        # a root's misaligned offender counts in the first tally: the host
+        # judges it against the root's bounds
+        *_aligned(acc, addr, off, bad, verdicts, record),
         I("bra.uni", do),
     ]

@@ -17,7 +17,7 @@ import dataclasses
 
 from .. import layout, ptx
 from .. import provenance as prov
-from ..nodes import Address, Register, Statement
+from ..nodes import Address, Register, Statement, Symbol
 from .emission import Emitter, I
 from .planning import Access
 
@@ -47,7 +47,8 @@ def tally(em: Emitter, acc: Access) -> int:
     return site.tally
 
 
-def count(em: Emitter, addr: str, tally: int) -> list[Statement]:
+def count(em: Emitter, addr: str, tally: int,
+          descriptor: str | None = None) -> list[Statement]:
     """A failing access counted in its site's tally (design B of issue 14):
     one atomic add on the count; while the count was below
     ``layout.TALLY_OFFENDERS``, the address and the packed thread and block
@@ -55,7 +56,10 @@ def count(em: Emitter, addr: str, tally: int) -> list[Statement]:
     immediate offset from the violation buffer.  No record is claimed and no
     kind or tag computed (the host classifies them from the site), so the
     only registers live beside the program's are the buffer, the count and
-    one id at a time."""
+    one id at a time.  ``descriptor``: the ``.param`` holding the window's
+    descriptor of an access through a decided parameter (the host knows
+    neither the window nor the root it came from), loaded in each store
+    block and kept in the offender's ``descriptor`` word."""
     ctx, buf = em.ctx(), em.reg("buf", ".b64")
     i, t, u = em.reg("ri", ".b32"), em.reg("rt", ".b32"), em.reg("ru", ".b32")
     full = em.reg("full", ".pred")
@@ -95,9 +99,59 @@ def count(em: Emitter, addr: str, tally: int) -> list[Statement]:
         out.append(I("shl.b32", u, u, 16))
         out.append(I("or.b32", t, t, u))
         store("block_yz", t)
+        if descriptor is not None:
+            out.append(I("ld.param.u32", t, Address(Symbol(descriptor))))
+            store("descriptor", t)
         if k + 1 < len(blocks):
             out.append(I("bra.uni", done))
     out.append(ptx.Label(done))
+    return out
+
+
+def tallied_window(em: Emitter, acc: Access, addr: str, tally: int,
+                   do: str) -> list[Statement]:
+    """``slow_path._inline_window`` for a tallied site of a variable of static size,
+    in one 64-bit temporary (issue 14, regw: a slow path's temporaries count
+    in the kernel's registers where they are live beside the program's,
+    and the general form kept the window's two ends, its span and the
+    width in four): the offset from the variable, compared unsigned with
+    the room the variable leaves for the access (an address below the
+    variable wraps above it), then the alignment.  The tallies are those of
+    ``_inline_window``: the host classifies the null page and the space.
+    Ends where a refused access goes on (not performed: the caller's)."""
+    a = acc.access
+    v = acc.value
+    assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
+    root = v.root
+    assert root.size is not None and a.size is None
+    bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
+    record, misaligned, refused = em.label("rec"), em.label("recm"), em.label("refd")
+    out: list[Statement] = []
+    if root.space == "global" or v.space == "generic":
+        out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+    out.append(I("mov.u64", off, root.name))
+    if v.space == "generic":
+        out.append(I(f"cvta.{root.space}.u64", off, off))
+    out.append(I("sub.u64", off, addr, off))
+    room = root.size - a.width  # a static zero-width access may start at the end
+    if room < 0:
+        out.append(I("bra.uni", record))
+    else:
+        out.append(I("setp.gt.u64", bad, off, room))
+        out.append(I("bra", record, guard=ptx.Guard(bad)))
+        if a.alignment > 1:
+            out.append(I("and.b64", off, addr, a.alignment - 1))
+            out.append(I("setp.ne.u64", bad, off, 0))
+            out.append(I("bra", misaligned, guard=ptx.Guard(bad)))
+        out.append(I("bra.uni", do))
+    out.append(ptx.Label(record))
+    out.extend(count(em, addr, tally))
+    if a.alignment > 1:
+        out.append(I("bra.uni", refused))
+        out.append(ptx.Label(misaligned))
+        out.extend(count(em, addr, tally + 1))
+    out.append(ptx.Label(refused))
     return out
 
 

@@ -45,7 +45,7 @@ from ..nodes import (
 from ..printer import statements_text
 from ..runtime import CHECK_FUNCTION, DYNAMIC_SHARED
 from . import records
-from .arguments import decide
+from .arguments import decide, descriptor_param
 from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
@@ -74,6 +74,12 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     if acc.mode is Mode.WINDOW:
         assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.VarRoot)
         root = v.root
+        tally = records.tally(em, acc)
+        if tally >= 0 and root.size is not None:
+            out.extend(records.tallied_window(em, acc, addr, tally, do))
+            out.extend(_not_performed(em, acc))
+            out.append(I("bra.uni", skip))
+            return [Verbatim(statements_text(out))]
         lo, hi = em.reg("wlo", ".b64"), em.reg("whi", ".b64")
         out.append(I("mov.u64", lo, root.name))
         if v.space == "generic":
@@ -87,10 +93,23 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[S
     if acc.mode is Mode.ARGUMENT and isinstance(v, prov.Ptr) \
             and isinstance(v.root, prov.ArgRoot) and v.root.index in plan.decided:
         # every caller passed a known window (``arguments``): no lookup
-        decision = decide(em, acc, addr, bits, do)
+        tally = records.tally(em, acc)
+        decision = decide(em, acc, addr, bits, do, tallied=tally >= 0)
         out.extend(decision.code)
         out.append(ptx.Label(decision.record))
-        out.extend(records.record(em, acc, addr, decision.kind, decision.tag))
+        if tally >= 0:
+            # each offender keeps its caller's window descriptor: the host
+            # knows neither the window nor which caller's root it was
+            descriptor = descriptor_param(v.root.index)
+            out.extend(records.count(em, addr, tally, descriptor))
+            if decision.misaligned != decision.record:
+                refused = em.label("refd")
+                out.append(I("bra.uni", refused))
+                out.append(ptx.Label(decision.misaligned))
+                out.extend(records.count(em, addr, tally + 1, descriptor))
+                out.append(ptx.Label(refused))
+        else:
+            out.extend(records.record(em, acc, addr, decision.kind, decision.tag))
         out.extend(_not_performed(em, acc))
         out.append(I("bra.uni", skip))
         return [Verbatim(statements_text(out))]
@@ -665,6 +684,7 @@ def _judge(em: Emitter, acc: Access, addr: str, lo: str, size: str, state: str |
 
 _OUT_OF_BOUNDS = {
     "global": ViolationKind.GLOBAL_OUT_OF_BOUNDS,
+    "const": ViolationKind.GLOBAL_OUT_OF_BOUNDS,  # constant memory is in the global window
     "shared": ViolationKind.SHARED_OUT_OF_BOUNDS,
     "local": ViolationKind.LOCAL_OUT_OF_BOUNDS,
 }
