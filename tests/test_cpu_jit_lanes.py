@@ -14,7 +14,7 @@ from test_cpu_jit import engine_notes
 
 from gpusafe.cpu.errors import DeviceError
 from gpusafe.cpu.jit.engine import STATS
-from gpusafe.cpu.jit.lanes import why_not_lanes
+from gpusafe.cpu.jit.lanes import lower_lanes, why_not_lanes
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
 from gpusafe_testkit.corpus import nvrtc_compile
@@ -133,6 +133,17 @@ def test_the_bench_kernels_are_covered():
     module = parse(_ptx(BENCH))
     assert {f.name: why_not_lanes(f) for f in module.functions} == dict.fromkeys(
         ("vector_add", "matmul", "block_sum", "histogram"))
+
+
+def test_the_block_sums_parameters_and_their_addresses_are_kept_scalar():
+    # %rd1, %rd2 (parameters), %rd3 and %rd12 (their cvta), %rd7/%rd10 (the shared
+    # array): one i64 each for the warp, not <32 x i64>; the thread-dependent ones
+    # (%rd4-6, 8, 9, 11) and the unused %rd0 stay vectors
+    from gpusafe_instrument.parser import parse
+    block_sum = next(f for f in parse(_ptx(BENCH)).functions if f.name == "block_sum")
+    ir = lower_lanes(block_sum).ir
+    assert ir.count("alloca i64\n") == 6 + 1  # and the instruction counter
+    assert ir.count("alloca <32 x i64>") == 7
 
 
 def test_vector_add_with_a_short_last_warp(monkeypatch):
@@ -298,3 +309,25 @@ extern "C" __global__ void left(int *out) {
 def test_a_shuffle_reads_a_lane_that_left_before_writing_its_source(monkeypatch):
     _same(LEFT_EARLY, "left", (1, 1, 1), (32, 1, 1), [np.zeros(32, np.int32)], b"",
           monkeypatch)
+
+
+UNIFORM = r"""
+extern "C" __global__ void uniform(int *out, int n) {
+    int t = threadIdx.x;
+    int u, w;
+    if (t % 3 == 0) asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(w));  // others read it unwritten
+    if (t % 2) return;               // odd lanes leave before u is written
+    asm volatile("mad.lo.s32 %0, %1, 3, %2;" : "=r"(u) : "r"(n), "r"(n));
+    out[t] = __shfl_down_sync(0x55555555, u, 1) + w + u;
+}
+"""
+
+
+def test_values_the_same_in_every_lane_are_not_taken_so_where_a_lane_reads_them_unwritten(
+        monkeypatch):
+    # u (from a parameter) and w (from %ntid) have one unguarded write each, but a
+    # lane that left reads as 0 through the shuffle, and a lane that skipped w's write
+    # reads its 0: neither is kept as one scalar for the warp
+    out = _same(UNIFORM, "uniform", (1, 1, 1), (40, 1, 1), [np.zeros(40, np.int32)],
+                struct.pack("<i", 5), monkeypatch)
+    assert out[0][0] == 0 + 40 + 20 and out[0][2] == 0 + 0 + 20

@@ -371,7 +371,9 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         def moves(slots: set, save: bool) -> str:
             out = []
             for slot in sorted(slots, key=lambda x: int(x[2:])):
-                vt = vec_type(f"i{self.widths[slot]}")
+                vt = f"i{self.widths[slot]}"
+                if slot not in self.uniform:
+                    vt = vec_type(vt)
                 f = f"%fs{'s' if save else 'r'}{slot[2:]}"
                 out.append(f"  {f} = getelementptr i8, ptr %frame, i64 {place[slot] * FRAME_SLOT}")
                 if save:
@@ -383,7 +385,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
             return "\n".join(out) + "\n" if out else ""
         allocas = list(self.allocas)
         lanes = "<" + ", ".join(f"i32 {k}" for k in range(LANES)) + ">"
-        runs = sorted(self.joins | {0})
+        runs = sorted(self.joins)  # PC 0 only when a branch targets it: fresh lanes start there
         cases = " ".join(f"i32 {j}, label %L{j}" for j in runs)
         forced = " ".join(f"i32 {w | WARP_WAIT}, label %F{w}" for w in sorted(self.warp_points))
         sv = []
@@ -536,16 +538,17 @@ def lower_lanes(function: nodes.Function,
     if why is not None:
         raise Unsupported(f"lanes: {why}")
 
-    def lowered(plain: frozenset, consts: dict) -> _LaneLowerer:
+    def lowered(plain: frozenset, consts: dict, uniform: frozenset) -> _LaneLowerer:
         lw = _LaneLowerer(function)
         lw.module_globals = module_globals
-        lw.plain, lw.consts = plain, consts
+        lw.plain, lw.consts, lw.uniform = plain, consts, uniform
         lw.write_kinds, lw.shfl_sources, lw.site_of, lw.bases = {}, set(), {}, {}
+        lw.write_sites, lw.special_reads = {}, {}
         lw.atomics = 0
         lw.body = lw.lower()
         return lw
 
-    first = lowered(frozenset(), {})
+    first = lowered(frozenset(), {}, frozenset())
     waits = sorted(first.joins | first.warp_points)
     live = live_at(first.flat, waits, first.uses, first.defs, first.successors)
     at_joins = {s for regs in live for s in regs}
@@ -560,7 +563,8 @@ def lower_lanes(function: nodes.Function,
         c = first.constant_value(slot)
         if c is not None:
             consts[slot] = c
-    lw = lowered(plain, consts)
+    uniform = first.uniform_registers(entry, first.shfl_sources, set(consts))
+    lw = lowered(plain - uniform, consts, uniform)
     decls = sorted({vectorize_declaration(d) if "<" not in d else d for d in lw.intrinsics})
     ir = _DECLS + "\n".join(d for d in decls if "fma.v32" not in d) + "\n" + lw.body
     return LanesLowered(ir, lw.sites, lw.frame_slots, tuple(lw.shared_keys),

@@ -14,6 +14,11 @@ lowering's liveness (:meth:`LaneValues.plan`):
   offset, clamp and mask into registers, and a constant offset is what lets
   LLVM make the shuffle a ``shufflevector``.
 
+- a *uniform* register (one unguarded write from parameters, ``%ntid``,
+  ``%ctaid``, immediates, symbols or other uniform registers, never read
+  before written, never a ``shfl`` source: :meth:`LaneValues.uniform_registers`)
+  is one scalar for the warp, broadcast where read.
+
 Values every lane agrees on (immediates, parameters, ``%ntid``, ``%ctaid``,
 shared variables' offsets) are splats, which LLVM folds.
 """
@@ -34,6 +39,7 @@ class LaneValues(Values):
     eff = "%noeff"  # the lanes that execute the instruction being lowered (an <32 x i1>)
     plain: frozenset = frozenset()
     consts: dict = {}
+    uniform: frozenset = frozenset()
 
     def emit(self, text: str) -> None:
         """An ALU method's scalar IR, made a warp's (:mod:`.lanes_vec`)."""
@@ -53,7 +59,7 @@ class LaneValues(Values):
             raise self.fail(f"registers of type .{t} (not in the lanes lowering)")
         slot = f"%v{len(self.allocas)}"
         self.widths[slot] = width
-        vt = vec_type(f"i{width}")
+        vt = f"i{width}" if slot in self.uniform else vec_type(f"i{width}")
         self.allocas.append(f"  {slot} = alloca {vt}\n  store {vt} zeroinitializer, ptr {slot}")
         self.scopes[-1][name] = (slot, width)
 
@@ -104,6 +110,7 @@ class LaneValues(Values):
         width = BITS[t]
         if isinstance(operand, nodes.Register) and not self.is_register(operand.name):
             name = operand.name
+            self.special_reads.setdefault(self.index, set()).add(name.partition(".")[0])
             if name in LANE_SPECIALS:
                 if t == "pred":
                     raise self.fail(f"special register {name} as .{t}")
@@ -124,6 +131,10 @@ class LaneValues(Values):
         self.uses[self.index].add(slot)
         if slot in self.consts:
             v = self.consts[slot]
+        elif slot in self.uniform:
+            v = self.new()
+            self.raw(f"{v} = load i{have}, ptr {slot}")
+            v = self.broadcast(v, f"i{have}")
         else:
             v = self.new()
             self.raw(f"{v} = load {vec_type(f'i{have}')}, ptr {slot}, align 8")
@@ -152,6 +163,11 @@ class LaneValues(Values):
         value = self.adapt(value, BITS[t], have, t.startswith("s"))
         vt = vec_type(f"i{have}")
         value = self.vconst(value, f"i{have}")
+        if slot in self.uniform:  # the same in every lane (a splat LLVM folds): lane 0's
+            one = self.new()
+            self.raw(f"{one} = extractelement {vt} {value}, i64 0\n"
+                     f"  store i{have} {one}, ptr {slot}")
+            return
         if slot in self.plain and not guarded and not self.masked_write:
             self.raw(f"store {vt} {value}, ptr {slot}, align 8")
             return
@@ -171,8 +187,11 @@ class LaneValues(Values):
                 and isinstance(instr.operands[1], nodes.Immediate) and self.widths[slot] > 1:
             kind = ("imm", instr.operands[1].text, tuple(instr.modifiers))
         self.write_kinds.setdefault(slot, set()).add(kind)
+        self.write_sites.setdefault(slot, set()).add((self.index, guarded))
 
     write_kinds: dict
+    write_sites: dict  # slot -> {(instruction index, guarded)}
+    special_reads: dict  # instruction index -> special registers it reads (heads)
 
     def constant_value(self, slot: str) -> str | None:
         """The constant a register always holds when read, from its writes
@@ -191,3 +210,41 @@ class LaneValues(Values):
         if isinstance(nodes.Immediate(text).value, float):
             return None
         return self.immediate(nodes.Immediate(text), types[-1])
+
+    def uniform_registers(self, entry: set, shfl_sources: set, consts: set) -> frozenset:
+        """Registers the same in every lane whenever a lane reads them, from
+        the first lowering's writes: one unguarded write (an op of
+        :data:`UNIFORM_OPS`, a load only of a kernel parameter) whose operands
+        are immediates, constant or uniform registers, symbols, ``%ntid``,
+        ``%nctaid`` or ``%ctaid``; never read before written (so a lane that
+        reads one executed that write, which gives every lane, every time, the
+        same value); never a ``shfl`` source (another lane's value is read
+        there, which may never have run the write).  Kept scalar: LLVM keeps
+        them in general registers and folds what is computed from them, and
+        no ``select`` keeps inactive lanes (the ``<32 x i64>`` address
+        vectors that spilled)."""
+        candidates: dict[str, int] = {}
+        for slot, sites in self.write_sites.items():
+            if len(sites) != 1 or slot in entry or slot in shfl_sources or slot in consts \
+                    or self.widths[slot] == 1:
+                continue
+            index, guarded = next(iter(sites))
+            instr = self.flat[index]
+            if guarded or instr.op not in UNIFORM_OPS \
+                    or (instr.op == "ld" and "param" not in instr.modifiers) \
+                    or not self.special_reads.get(index, set()) <= UNIFORM_SPECIALS:
+                continue
+            candidates[slot] = index
+        changed = True
+        while changed:  # operands uniform too: drop what reads a dropped register
+            changed = False
+            for slot, index in list(candidates.items()):
+                if not self.uses[index] <= set(candidates) | consts:
+                    del candidates[slot]
+                    changed = True
+        return frozenset(candidates)
+
+
+UNIFORM_OPS = {"mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not",
+               "cvta", "ld"}
+UNIFORM_SPECIALS = {"%ntid", "%nctaid", "%ctaid"}
