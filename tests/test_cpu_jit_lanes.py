@@ -17,6 +17,7 @@ from gpusafe.cpu.jit.engine import STATS
 from gpusafe.cpu.jit.lanes import lower_lanes, why_not_lanes
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
+from gpusafe_testkit.bench_kernels import BENCH_KERNELS
 from gpusafe_testkit.corpus import nvrtc_compile
 
 pytestmark = pytest.mark.slow  # every test compiles a kernel (seconds each)
@@ -79,58 +80,9 @@ def _same_error(source, kernel, grid, block, arrays, scalars, monkeypatch) -> Ba
     return e_got
 
 
-BENCH = r"""
-extern "C" __global__ void vector_add(const float *a, const float *b, float *c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}
-
-#define TILE 16
-extern "C" __global__ void matmul(const float *A, const float *B, float *C, int n) {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
-    float acc = 0.0f;
-    for (int t = 0; t < n / TILE; ++t) {
-        As[threadIdx.y][threadIdx.x] = A[row * n + t * TILE + threadIdx.x];
-        Bs[threadIdx.y][threadIdx.x] = B[(t * TILE + threadIdx.y) * n + col];
-        __syncthreads();
-        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
-        __syncthreads();
-    }
-    C[row * n + col] = acc;
-}
-
-extern "C" __global__ void block_sum(const float *in, float *total, int n) {
-    __shared__ float warp_sums[32];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float v = i < n ? in[i] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
-        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
-        if (lane == 0) atomicAdd(total, v);
-    }
-}
-
-extern "C" __global__ void histogram(const unsigned char *in, unsigned int *bins, int n) {
-    __shared__ unsigned int local[256];
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
-    __syncthreads();
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-        atomicAdd(&local[in[i]], 1u);
-    __syncthreads();
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) atomicAdd(&bins[b], local[b]);
-}
-"""
-
-
 def test_the_bench_kernels_are_covered():
     from gpusafe_instrument.parser import parse
-    module = parse(_ptx(BENCH))
+    module = parse(_ptx(BENCH_KERNELS))
     assert {f.name: why_not_lanes(f) for f in module.functions} == dict.fromkeys(
         ("vector_add", "matmul", "block_sum", "histogram"))
 
@@ -140,7 +92,7 @@ def test_the_block_sums_parameters_and_their_addresses_are_kept_scalar():
     # array): one i64 each for the warp, not <32 x i64>; the thread-dependent ones
     # (%rd4-6, 8, 9, 11) and the unused %rd0 stay vectors
     from gpusafe_instrument.parser import parse
-    block_sum = next(f for f in parse(_ptx(BENCH)).functions if f.name == "block_sum")
+    block_sum = next(f for f in parse(_ptx(BENCH_KERNELS)).functions if f.name == "block_sum")
     ir = lower_lanes(block_sum).ir
     assert ir.count("alloca i64\n") == 6 + 1  # and the instruction counter
     assert ir.count("alloca <32 x i64>") == 7
@@ -149,7 +101,7 @@ def test_the_block_sums_parameters_and_their_addresses_are_kept_scalar():
 def test_vector_add_with_a_short_last_warp(monkeypatch):
     a = np.linspace(-3, 3, 1000, dtype=np.float32)
     b = np.float32(1e-3) * np.arange(1000, dtype=np.float32)
-    out = _same(BENCH, "vector_add", (10, 1, 1), (100, 1, 1), [a, b, np.zeros(1000, np.float32)],
+    out = _same(BENCH_KERNELS, "vector_add", (10, 1, 1), (100, 1, 1), [a, b, np.zeros(1000, np.float32)],
                 struct.pack("<i", 990), monkeypatch)
     assert np.array_equal(out[2][:990], (a + b)[:990]) and not out[2][990:].any()
 
@@ -159,7 +111,7 @@ def test_matmul(monkeypatch):
     n = 32
     a = rng.standard_normal(n * n).astype(np.float32)
     b = rng.standard_normal(n * n).astype(np.float32)
-    _same(BENCH, "matmul", (2, 2, 1), (16, 16, 1), [a, b, np.zeros(n * n, np.float32)],
+    _same(BENCH_KERNELS, "matmul", (2, 2, 1), (16, 16, 1), [a, b, np.zeros(n * n, np.float32)],
           struct.pack("<i", n), monkeypatch)
 
 
@@ -168,14 +120,14 @@ def test_block_sum(monkeypatch, block):
     rng = np.random.default_rng(4)
     x = rng.standard_normal(1000).astype(np.float32)
     grid = -(-1000 // block)
-    _same(BENCH, "block_sum", (grid, 1, 1), (block, 1, 1), [x, np.zeros(1, np.float32)],
+    _same(BENCH_KERNELS, "block_sum", (grid, 1, 1), (block, 1, 1), [x, np.zeros(1, np.float32)],
           struct.pack("<i", 1000), monkeypatch)
 
 
 def test_histogram(monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.integers(0, 256, 5000, dtype=np.uint8)
-    out = _same(BENCH, "histogram", (4, 1, 1), (96, 1, 1), [x, np.zeros(256, np.uint32)],
+    out = _same(BENCH_KERNELS, "histogram", (4, 1, 1), (96, 1, 1), [x, np.zeros(256, np.uint32)],
                 struct.pack("<i", 5000), monkeypatch)
     assert np.array_equal(out[1], np.bincount(x, minlength=256))
 
@@ -261,7 +213,7 @@ def test_by_default_only_kernels_with_warp_instructions_take_the_lanes_lowering(
     from gpusafe.cpu.jit.engine import compile_function
     from gpusafe_instrument.parser import parse
     monkeypatch.delenv("GPUSAFE_JIT_LANES", raising=False)
-    module = parse(_ptx(BENCH))
+    module = parse(_ptx(BENCH_KERNELS))
     kinds = {f.name: compile_function(f).lanes for f in module.functions
              if f.name in ("vector_add", "block_sum")}
     assert kinds == {"vector_add": False, "block_sum": True}
