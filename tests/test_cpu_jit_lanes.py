@@ -209,14 +209,19 @@ def test_lanes_storing_to_one_address_leave_the_last_lanes_value(monkeypatch):
     assert out[0][0] == 30 and list(out[0][1:]) == [21, 45, 69, 93]
 
 
-def test_by_default_only_kernels_with_warp_instructions_take_the_lanes_lowering(monkeypatch):
-    from gpusafe.cpu.jit.engine import compile_function
+def test_by_default_kernels_with_warp_instructions_or_no_loops_take_the_lanes_lowering(
+        monkeypatch):
+    from gpusafe.cpu.jit.engine import compile_function, has_loops
     from gpusafe_instrument.parser import parse
     monkeypatch.delenv("GPUSAFE_JIT_LANES", raising=False)
     module = parse(_ptx(BENCH_KERNELS))
-    kinds = {f.name: compile_function(f).lanes for f in module.functions
-             if f.name in ("vector_add", "block_sum")}
-    assert kinds == {"vector_add": False, "block_sum": True}
+    assert {f.name: has_loops(f) for f in module.functions} == {
+        "vector_add": False, "matmul": True, "block_sum": False, "histogram": True}
+    kinds = {f.name: compile_function(f).lanes for f in module.functions}
+    assert kinds == {"vector_add": True, "matmul": False, "block_sum": True,
+                     "histogram": False}
+    waiting = parse(_ptx(WAITING)).functions[0]
+    assert has_loops(waiting) and compile_function(waiting).lanes  # shfl in a loop
     monkeypatch.setenv("GPUSAFE_JIT_LANES", "0")
     assert not compile_function(module.functions[2]).lanes  # block_sum
     monkeypatch.setenv("GPUSAFE_JIT_LANES", "sometimes")

@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,8 @@ def lanes_mode() -> str:
     """``GPUSAFE_JIT_LANES``: ``1`` (the default) compiles with the lanes
     lowering (:mod:`.lanes`) the kernels it covers that have warp-synchronous
     instructions (where the per-thread lowering suspends every thread at
-    each, and vectors win), every other kernel per thread; ``all`` every
+    each, and vectors win) or no loops (:func:`has_loops`), every other
+    kernel per thread; ``all`` every
     kernel it covers; ``0`` none; ``only`` every kernel it covers and refuses
     the rest (for tests: the launch then runs on the interpreter, named)."""
     raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "1"
@@ -384,17 +386,34 @@ def _compile_text(function: nodes.Function, text: str, key: str,
     return compiled
 
 
+def _instructions(statements: list) -> Iterator[nodes.Instruction | nodes.Label]:
+    for s in statements:
+        if isinstance(s, nodes.Block):
+            yield from _instructions(s.statements)
+        elif isinstance(s, nodes.Instruction | nodes.Label):
+            yield s
+
+
 def has_warp_instructions(function: nodes.Function) -> bool:
     """Whether the kernel's own body has ``shfl``/``vote``/``bar.warp.sync``."""
-    def walk(statements: list) -> bool:
-        for s in statements:
-            if isinstance(s, nodes.Block) and walk(s.statements):
-                return True
-            if isinstance(s, nodes.Instruction) and (
-                    s.op in ("shfl", "vote") or (s.op == "bar" and "warp" in s.modifiers)):
-                return True
-        return False
-    return walk(function.body or [])
+    return any(isinstance(s, nodes.Instruction) and (
+        s.op in ("shfl", "vote") or (s.op == "bar" and "warp" in s.modifiers))
+        for s in _instructions(function.body or []))
+
+
+def has_loops(function: nodes.Function) -> bool:
+    """Whether the kernel's own body branches back (or branches through a
+    table, which may): in a loop the lanes lowering's masked steps cost more
+    than the per-thread lowering's straight code (the bench's matmul 2-3x),
+    outside one its vectors win (the vector add 3-5x)."""
+    seen: set[str] = set()
+    for s in _instructions(function.body or []):
+        if isinstance(s, nodes.Label):
+            seen.add(s.name)
+        elif s.op == "brx" or (s.op == "bra" and any(
+                isinstance(o, nodes.Symbol) and o.name in seen for o in s.operands)):
+            return True
+    return False
 
 
 def _lower_and_compile(function: nodes.Function, functions: dict | None,
@@ -402,7 +421,8 @@ def _lower_and_compile(function: nodes.Function, functions: dict | None,
     """Object code and its metadata: the lanes lowering where it covers the
     kernel (and ``GPUSAFE_JIT_LANES`` allows), else the per-thread one."""
     mode = lanes_mode()
-    if mode in ("all", "only") or (mode == "1" and has_warp_instructions(function)):
+    if mode in ("all", "only") or (mode == "1" and (has_warp_instructions(function)
+                                                   or not has_loops(function))):
         try:
             lanes = lower_lanes(function, module_globals)
         except Unsupported:
