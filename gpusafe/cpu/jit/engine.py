@@ -198,9 +198,9 @@ def lanes_mode() -> str:
     lowering (:mod:`.lanes`) the kernels it covers that have warp-synchronous
     instructions (where the per-thread lowering suspends every thread at
     each, and vectors win) or no loops (:func:`has_loops`), every other
-    kernel per thread; ``all`` every
-    kernel it covers; ``0`` none; ``only`` every kernel it covers and refuses
-    the rest (for tests: the launch then runs on the interpreter, named)."""
+    kernel per thread; ``all`` every kernel it covers; ``0`` none; ``only``
+    every kernel it covers and refuses the rest (for tests: the launch then
+    runs on the interpreter, named)."""
     raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "1"
     if raw not in LANES_MODES:
         raise ValueError(f"GPUSAFE_JIT_LANES={raw!r}: expected one of {', '.join(LANES_MODES)}")
