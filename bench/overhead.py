@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import math
+import os
 import statistics
 from dataclasses import dataclass
 
@@ -45,7 +46,9 @@ class Bench:
     arch: str = "compute_75"
 
 
-N = 4096
+N = int(os.environ.get("GPUSAFE_BENCH_N", "4096"))
+"""The size of the kernels that scale (a vector of N); ``bench/gpu_overhead.py``
+sets it larger for a GPU, where 4096 threads are a launch and nothing else."""
 RNG = np.random.default_rng(7)
 
 BENCHES = [
