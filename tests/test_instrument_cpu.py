@@ -68,6 +68,12 @@ class Outcome:
     plain_instructions: int
     checked_instructions: int
     stats: dict = field(default_factory=dict)
+    oracle_allocations: list[tuple] = field(default_factory=list)
+    """(kind, PTX line, address, base of the allocation the oracle found the
+    address in, or 0), sorted"""
+    device_allocations: list[tuple] = field(default_factory=list)
+    """the same from the device's records: the base of the allocation their
+    tag names (0: tag 0); tallied offenders are left out (no tag)"""
 
 
 def _key_oracle(v) -> tuple:
@@ -150,12 +156,20 @@ def run_both(source: str | None, kernel: str, grid, block, args: list, *, shared
         return out
 
     keys, counts, tallied = device_view(device)
+    bases = {a.tag: a.base for a in mem2.allocations}
     return Outcome(
         oracle=sorted(_key_oracle(v) for v in oracle.violations),
         device=keys, occurrences=sum(counts.values()), counts=counts, tallied=tallied,
         plain_out=outputs(mem1, addrs1), checked_out=outputs(mem2, addrs2), dropped=dropped,
         plain_instructions=r1.instructions, checked_instructions=r2.instructions,
         stats={k: s.to_dict() for k, s in result.stats.items()},
+        oracle_allocations=sorted(
+            (str(v.kind), v.ptx_line, v.address,
+             0 if v.allocation is None else v.allocation.base)
+            for v in oracle.violations),
+        device_allocations=sorted(
+            (str(v.kind), v.site.ptx_line, v.address, bases.get(v.tag, 0))
+            for v in device if v.site.tally < 0),
     )
 
 

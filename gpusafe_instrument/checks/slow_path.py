@@ -417,39 +417,63 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
     return out
 
 
+class _Verdicts:
+    """The labels a lookup branches to with a verdict: each sets the kind
+    (and, where no allocation was found, the tag 0) right before the
+    record, so that no kind register is live while the lookup searches and
+    judges (issue 14: a lookup's temporaries count in the kernel's registers
+    where they are live beside the program's, and a kind set first was live
+    through all of it)."""
+
+    def __init__(self, em: Emitter, record: str) -> None:
+        self.em, self.record = em, record
+        self.kind, self.tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
+        self.labels: dict[tuple[ViolationKind, bool], str] = {}
+
+    def __call__(self, kind: ViolationKind, *, tagged: bool) -> str:
+        """The label of verdict ``kind``; ``tagged``: the tag register holds
+        the allocation's tag (else the record's tag is 0)."""
+        key = (kind, tagged)
+        if key not in self.labels:
+            self.labels[key] = self.em.label("vk")
+        return self.labels[key]
+
+    def code(self) -> list[Statement]:
+        """The verdicts' blocks, then ``record`` (the last one falls into it)."""
+        out: list[Statement] = []
+        for n, ((kind, tagged), label) in enumerate(self.labels.items(), 1):
+            out.append(ptx.Label(label))
+            if not tagged:
+                out.append(I("mov.u32", self.tag, 0))
+            out.append(I("mov.u32", self.kind, kind.code))
+            if n < len(self.labels):
+                out.append(I("bra.uni", self.record))
+        out.append(ptx.Label(self.record))
+        return out
+
+
 def _inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str) -> list[Statement]:
-    """``__gpusafe_check`` of an access of unknown provenance (or through a
-    device function's pointer argument), inline: the runtime's verdicts in its
-    order.  A generic address is classified by its space (``isspacep``); a
-    local one through a pointer argument is judged against the window the
-    caller passed; a shared one against the block's shared window; a global
-    one is looked up in the allocation table (binary search), then in the
-    device heap's blocks (newest first), and a good access keeps the
-    allocation's window in the lookup cache (``uclo``/``uchi``).  No call:
-    a kernel that looks pointers up is not charged the runtime's registers."""
+    """``__gpusafe_check`` of an access of unknown provenance in a kernel
+    that makes no call, inline: the runtime's verdicts in its order.  A
+    generic address is classified by its space (``isspacep``); a shared one
+    is judged against the block's shared window; a global one is looked up
+    in the allocation table (binary search), then in the device heap's
+    blocks (newest first), and a good access keeps the allocation's window
+    in the lookup cache (``uclo``/``uchi``).  No call: a kernel that looks
+    pointers up is not charged the runtime's registers.  The kind and the
+    tag of a record are set on the way to it (:class:`_Verdicts`)."""
     a = acc.access
     space = a.space
     generic = space == "generic"
     ctx = em.ctx()
-    kind, tag = em.reg("kind", ".b32"), em.reg("tag", ".b32")
     bad = em.reg("bad", ".pred")
-    lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
-    w64 = em.reg("w64", ".b64")
-    record, judge = em.label("rec"), em.label("judge")
+    size = em.reg("hi", ".b64")
+    verdict = _Verdicts(em, em.label("rec"))
     out: list[Statement] = []
-    if a.size is not None:
-        out.append(I("cvt.u64.u32", w64, a.size.name))
-    else:
-        out.append(I("mov.u64", w64, a.width))
-    out.append(I("mov.u32", tag, 0))
     if space in ("global", "generic"):
         out.append(I("setp.lt.u64", bad, addr, layout.NULL_PAGE))
-        out.append(I("mov.u32", kind, ViolationKind.NULL_POINTER.code))
-        out.append(I("bra", record, guard=ptx.Guard(bad)))
-    v = acc.value
-    if acc.mode is Mode.ARGUMENT and space in ("local", "generic"):
-        assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
-        out.extend(_argument_window(em, acc, addr, v.root.index, record, do))
+        out.append(I("bra", verdict(ViolationKind.NULL_POINTER, tagged=False),
+                     guard=ptx.Guard(bad)))
     local, shared = em.label("local"), em.label("shared")
     if generic:
         out.append(I("isspacep.shared", bad, addr))
@@ -457,11 +481,14 @@ def _inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str) -> l
         out.append(I("isspacep.local", bad, addr))
         out.append(I("bra", local, guard=ptx.Guard(bad)))
     if space in ("global", "generic"):
-        out.extend(_global_lookup(em, addr, record, judge))
+        judge, freed = em.label("judge"), em.reg("freed", ".pred")
+        out.extend(_global_lookup(em, addr, freed, verdict, judge))
+        out.append(ptx.Label(judge))
+        out.extend(_judge(em, acc, addr, em.reg("span", ".b64"), size, freed,
+                          ViolationKind.GLOBAL_OUT_OF_BOUNDS, verdict, do, cache=16))
     if space in ("shared", "generic"):
         out.append(ptx.Label(shared))
         # the block's shared window: [0, end of the dynamic shared memory)
-        out.append(I("mov.u64", lo, 0))
         out.append(em.load_ctx())
         d32 = em.reg("ld32", ".b32")
         out.append(I("ld.global.u32", d32, Address(Register(ctx),
@@ -470,61 +497,25 @@ def _inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str) -> l
         end = em.reg("shend", ".b64")
         out.append(I("mov.u64", end, DYNAMIC_SHARED))
         out.append(I("add.u64", size, size, end))
-        out.append(I("mov.u32", kind, ViolationKind.SHARED_OUT_OF_BOUNDS.code))
+        sa = addr
         if generic:
             sa = em.reg("sa", ".b64")
             out.append(I("cvta.to.shared.u64", sa, addr))
-            out.extend(_judge(em, acc, sa, lo, size, None, kind, record, do))
-        else:
-            out.extend(_judge(em, acc, addr, lo, size, None, kind, record, do))
+        out.extend(_judge(em, acc, sa, sa, size, None, ViolationKind.SHARED_OUT_OF_BOUNDS,
+                          verdict, do))
     if space in ("local", "generic"):
         out.append(ptx.Label(local))
         if a.alignment > 1:
             t = em.reg("span", ".b64")
             out.append(I("and.b64", t, addr, a.alignment - 1))
             out.append(I("setp.ne.u64", bad, t, 0))
-            out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code))
-            out.append(I("bra", record, guard=ptx.Guard(bad)))
+            out.append(I("bra", verdict(ViolationKind.MISALIGNED_ACCESS, tagged=False),
+                         guard=ptx.Guard(bad)))
         out.append(I("bra.uni", do))
-    if space in ("global", "generic"):
-        out.append(ptx.Label(judge))
-        out.append(I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code))
-        out.extend(_judge(em, acc, addr, lo, size, em.reg("state", ".b32"), kind, record, do,
-                          cache=16))
-    out.append(ptx.Label(record))
-    out.extend(records.record(em, acc, addr, kind, tag))
+    out.extend(verdict.code())
+    out.extend(records.record(em, acc, addr, verdict.kind, verdict.tag))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
-    return out
-
-
-def _argument_window(em: Emitter, acc: Access, addr: str, k: int,
-                     record: str, do: str) -> list[Statement]:
-    """A local address through pointer argument ``k``, when the caller
-    passed the window of its local variable: judged against that window (a
-    generic access that passes keeps it as the lookup cache); any other
-    address falls through to the lookup."""
-    a = acc.access
-    lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
-    bad = em.reg("bad", ".pred")
-    kind = em.reg("kind", ".b32")
-    glo, ghi = window_params(k)
-    not_local = em.label("nloc")
-    out: list[Statement] = []
-    if a.space == "generic":
-        out.append(I("isspacep.local", bad, addr))
-        out.append(I("bra", not_local, guard=ptx.Guard(bad, True)))
-    out.append(I("ld.param.u64", lo, Address(Symbol(glo))))
-    out.append(I("ld.param.u64", size, Address(Symbol(ghi))))
-    out.append(I("setp.le.u64", bad, size, lo))
-    out.append(I("bra", not_local, guard=ptx.Guard(bad)))
-    out.append(I("sub.u64", size, size, lo))
-    if a.space == "local":
-        out.append(I("cvta.to.local.u64", lo, lo))
-    out.append(I("mov.u32", kind, ViolationKind.LOCAL_OUT_OF_BOUNDS.code))
-    out.extend(_judge(em, acc, addr, lo, size, None, kind, record, do,
-                      cache=0 if a.space == "generic" else None))
-    out.append(ptx.Label(not_local))
     return out
 
 
@@ -576,22 +567,26 @@ def _table_search(em: Emitter, key: str, r: _Search, loop: str, found: str,
     ]
 
 
-def _global_lookup(em: Emitter, addr: str, record: str, judge: str) -> list[Statement]:
-    """The allocation holding ``addr`` (``lo``, ``hi`` = its size, ``tag``,
-    ``state``), on to ``judge``; or out of bounds of none, on to ``record``:
-    the allocation table's entry (binary search: the last base at or below
-    the address), else the newest published device-heap block whose extent
-    and red zone hold it."""
+def _global_lookup(em: Emitter, addr: str, freed: str, verdict: _Verdicts,
+                   judge: str) -> list[Statement]:
+    """The allocation holding ``addr`` (``lo``, ``hi`` = its size, the
+    verdict's tag, ``freed``: not live), on to ``judge``; or out of bounds
+    of none, on to that verdict: the allocation table's entry (binary
+    search: the last base at or below the address), else the newest
+    published device-heap block whose extent and red zone hold it.  The
+    context is loaded again for the heap, the state is a predicate as soon
+    as it is read: neither is live through the search."""
     ctx = em.ctx()
     lo, size = em.reg("lo", ".b64"), em.reg("hi", ".b64")
-    kind, tag, state = em.reg("kind", ".b32"), em.reg("tag", ".b32"), em.reg("state", ".b32")
+    tag, state = verdict.tag, em.reg("state", ".b32")
     bad = em.reg("bad", ".pred")
     tp, ep, t = em.reg("tp", ".b64"), em.reg("ep", ".b64"), em.reg("span", ".b64")
     first, n, mid = em.reg("bl", ".b32"), em.reg("bn", ".b32"), em.reg("bm", ".b32")
     loop, found_none, heap, heap_loop = (em.label("bs"), em.label("bsd"), em.label("heap"),
                                          em.label("hs"))
+    none = verdict(ViolationKind.GLOBAL_OUT_OF_BOUNDS, tagged=False)
     entry = layout.ALLOCATION_ENTRY
-    ctxf = layout.LAUNCH_CONTEXT.offset
+    block = functools.partial(_heap_field, ep)
     out: list[Statement] = [
         *_table_search(em, addr, _Search(tp, n, first, mid, ep, lo, size, bad),
                        loop, found_none, heap),
@@ -600,84 +595,95 @@ def _global_lookup(em: Emitter, addr: str, record: str, judge: str) -> list[Stat
         I("bra", heap, guard=ptx.Guard(bad)),
         I("ld.global.u32", tag, Address(Register(ep), entry.offset("tag"))),
         I("ld.global.u32", state, Address(Register(ep), entry.offset("state"))),
+        I("setp.ne.u32", freed, state, layout.ALLOC_LIVE),
         I("bra.uni", judge),
         # the device heap's blocks, newest first (__gpusafe_heap_find)
         ptx.Label(heap),
-        I("mov.u32", kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
-        I("mov.u32", tag, 0),
-        I("ld.global.u64", tp, Address(Register(ctx), ctxf("heap"))),
+        em.load_ctx(),
+        I("ld.global.u64", tp, Address(Register(ctx), layout.LAUNCH_CONTEXT.offset("heap"))),
         I("setp.eq.u64", bad, tp, 0),
-        I("bra", record, guard=ptx.Guard(bad)),
+        I("bra", none, guard=ptx.Guard(bad)),
         I("ld.volatile.global.u32", n, Address(Register(tp), layout.HEAP_HEADER.offset("count"))),
         I("ld.global.u32", mid, Address(Register(tp), layout.HEAP_HEADER.offset("capacity"))),
         I("min.u32", n, n, mid),
         ptx.Label(heap_loop),
         I("setp.eq.u32", bad, n, 0),
-        I("bra", record, guard=ptx.Guard(bad)),
+        I("bra", none, guard=ptx.Guard(bad)),
         I("sub.u32", n, n, 1),
         I("mad.wide.u32", ep, n, layout.HEAP_ENTRY.size, tp),
-        I("ld.volatile.global.u32", state,
-          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("state"))),
+        I("ld.volatile.global.u32", state, block("state")),
         I("setp.eq.u32", bad, state, 0),
         I("bra", heap_loop, guard=ptx.Guard(bad)),
-        I("ld.volatile.global.u64", lo,
-          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("base"))),
-        I("ld.volatile.global.u64", size,
-          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("size"))),
+        I("setp.ne.u32", freed, state, layout.ALLOC_LIVE),
+        I("ld.volatile.global.u64", lo, block("base")),
         I("sub.u64", t, addr, lo),
+        # a block's size does not change once it is published: read again
+        # on a match, so that the size and its sum with the red zone are
+        # not live at once
+        I("ld.volatile.global.u64", size, block("size")),
         I("add.u64", size, size, layout.HEAP_RED_ZONE),
         I("setp.ge.u64", bad, t, size),
-        I("sub.u64", size, size, layout.HEAP_RED_ZONE),
         I("bra", heap_loop, guard=ptx.Guard(bad)),
-        I("ld.volatile.global.u32", tag,
-          Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset("tag"))),
+        I("ld.volatile.global.u64", size, block("size")),
+        I("ld.volatile.global.u32", tag, block("tag")),
         I("bra.uni", judge),
     ]
     return out
 
 
-def _judge(em: Emitter, acc: Access, addr: str, lo: str, size: str, state: str | None,
-           kind: str, record: str, do: str, *, cache: int | None = None) -> list[Statement]:
-    """The verdict on ``addr`` against the extent ``[lo, lo + size)`` found
-    for it (``state``: live or freed, None: live; ``kind``: the out-of-bounds
-    kind): freed where the access starts, out of the extent, misaligned.  A
-    good access goes on to ``do``, keeping the extent as the lookup cache
-    when ``cache`` is not None and the extent has at least that many bytes."""
+def _heap_field(ep: str, field: str) -> Address:
+    """Field ``field`` of the heap entry that ``ep`` addresses less the heap's header."""
+    return Address(Register(ep), layout.HEAP_HEADER.size + layout.HEAP_ENTRY.offset(field))
+
+
+def _judge(em: Emitter, acc: Access, addr: str, t: str, size: str, freed: str | None,
+           oob: ViolationKind, verdict: _Verdicts, do: str, *,
+           cache: int | None = None) -> list[Statement]:
+    """The verdict on ``addr``, at offset ``t`` into the extent of ``size``
+    bytes found for it (an address below the extent: an offset past any
+    size, as the subtraction wraps), with ``freed`` (a predicate: the
+    allocation is not live; None: a variable's window, always live and
+    without a tag; ``oob``: the out-of-bounds kind): freed where the access
+    starts, out of the extent, misaligned.  A good access goes on to ``do``,
+    keeping the extent as the lookup cache when ``cache`` is not None and
+    the extent has at least that many bytes (its low end: ``addr - t``).
+    Only the offset and the size are live: not the extent's low end."""
     a = acc.access
+    tagged = freed is not None
     bad = em.reg("bad", ".pred")
-    t, w64 = em.reg("span", ".b64"), em.reg("w64", ".b64")
-    out: list[Statement] = [
-        I("setp.lt.u64", bad, addr, lo),
-        I("bra", record, guard=ptx.Guard(bad)),
-        I("sub.u64", t, addr, lo),
-    ]
-    if state is not None:
+    out: list[Statement] = []
+    if freed is not None:
         uaf = em.reg("uaf", ".pred")
         out += [
             I("setp.lt.u64", uaf, t, size),
-            I("setp.ne.and.u32", uaf, state, layout.ALLOC_LIVE, uaf),
-            I("mov.u32", kind, ViolationKind.USE_AFTER_FREE.code, guard=ptx.Guard(uaf)),
-            I("bra", record, guard=ptx.Guard(uaf)),
+            I("and.pred", uaf, uaf, freed),
+            I("bra", verdict(ViolationKind.USE_AFTER_FREE, tagged=True), guard=ptx.Guard(uaf)),
         ]
+    width: object = a.width
+    if a.size is not None:
+        width = em.reg("w64", ".b64")
+        out.append(I("cvt.u64.u32", width, a.size.name))
     out += [
-        I("setp.lt.u64", bad, size, w64),
-        I("bra", record, guard=ptx.Guard(bad)),
-        I("sub.u64", size, size, w64),
+        I("setp.lt.u64", bad, size, width),
+        I("bra", verdict(oob, tagged=tagged), guard=ptx.Guard(bad)),
+        I("sub.u64", size, size, width),
         I("setp.gt.u64", bad, t, size),
-        I("bra", record, guard=ptx.Guard(bad)),
-        I("add.u64", size, size, w64),
+        I("bra", verdict(oob, tagged=tagged), guard=ptx.Guard(bad)),
+        I("add.u64", size, size, width),
     ]
     if a.alignment > 1:
-        out.append(I("and.b64", t, addr, a.alignment - 1))
-        out.append(I("setp.ne.u64", bad, t, 0))
-        out.append(I("mov.u32", kind, ViolationKind.MISALIGNED_ACCESS.code, guard=ptx.Guard(bad)))
-        out.append(I("bra", record, guard=ptx.Guard(bad)))
+        m = em.reg("al", ".b64")
+        out.append(I("and.b64", m, addr, a.alignment - 1))
+        out.append(I("setp.ne.u64", bad, m, 0))
+        out.append(I("bra", verdict(ViolationKind.MISALIGNED_ACCESS, tagged=tagged),
+                     guard=ptx.Guard(bad)))
     if cache is not None:
         if cache:
             out.append(I("setp.lt.u64", bad, size, cache))
             out.append(I("bra", do, guard=ptx.Guard(bad)))
-        out.append(I("mov.u64", em.reg("uclo", ".b64"), lo))
-        out.append(I("add.u64", em.reg("uchi", ".b64"), lo, size))
+        uclo = em.reg("uclo", ".b64")
+        out.append(I("sub.u64", uclo, addr, t))
+        out.append(I("add.u64", em.reg("uchi", ".b64"), uclo, size))
     out.append(I("bra.uni", do))
     return out
 
