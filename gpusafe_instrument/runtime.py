@@ -25,6 +25,7 @@ from .nodes import AddressSize, File, Function, Item, Module, Pragma, Target, Va
 PREFIX = "__gpusafe_"
 CHECK_FUNCTION = "__gpusafe_check"
 RECORD_FUNCTION = "__gpusafe_record"
+TALLY_FUNCTION = "__gpusafe_tally"
 DYNAMIC_SHARED = "__gpusafe_dynamic_shared"
 HEAP_WRAPPERS = {"malloc": "__gpusafe_malloc", "free": "__gpusafe_free"}
 """In-kernel ``malloc``/``free`` and the runtime functions an instrumented

@@ -47,6 +47,30 @@ extern "C" __device__ __noinline__ gs_u32 __gpusafe_record(const gpusafe_launch_
     return kind;
 }
 
+// Count a failing access in its site's tally (issue 14, design B), as the
+// inline tally of checks/records.py does, for the instrumented device
+// functions of a debug (-G) build: ptxas at -O0 allocates a device function
+// in R0-R15 and, when it needs more, in R32 and up, so the inline tally's
+// buffer and count beside the function's own values and its hidden
+// parameters took 43 registers where the function alone takes 24; behind a
+// call it takes 34.  at: the tally's byte offset from the violation buffer's
+// header (negative); descriptor: an argument site's window descriptor, else 0.
+extern "C" __device__ __noinline__ void __gpusafe_tally(gs_u64 ctx_addr, int at, gs_u64 addr,
+                                                        gs_u32 descriptor)
+{
+    const gpusafe_launch_context* ctx = (const gpusafe_launch_context*)ctx_addr;
+    gpusafe_site_tally* t = (gpusafe_site_tally*)((unsigned char*)ctx->violations + at);
+    gs_u32 i = atomicAdd(&t->count, 1u);
+    if (i < GPUSAFE_TALLY_OFFENDERS) {
+        gpusafe_offender* o = (gpusafe_offender*)(t + 1) + i;
+        o->address = addr;
+        o->thread = threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20;
+        o->block_x = blockIdx.x;
+        o->block_yz = blockIdx.y | blockIdx.z << 16;
+        o->descriptor = descriptor;
+    }
+}
+
 // The table entry whose [base, base+size) contains addr, or 0.
 static __device__ __forceinline__ const gpusafe_allocation_entry* gs_find(
     const gpusafe_launch_context* ctx, gs_u64 addr)

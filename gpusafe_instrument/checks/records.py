@@ -17,7 +17,8 @@ import dataclasses
 
 from .. import layout, ptx
 from .. import provenance as prov
-from ..nodes import Address, Register, Statement, Symbol
+from ..nodes import Address, Register, Statement, Symbol, Verbatim
+from ..runtime import TALLY_FUNCTION
 from .emission import Emitter, I
 from .planning import Access
 
@@ -59,7 +60,11 @@ def count(em: Emitter, addr: str, tally: int,
     one id at a time.  ``descriptor``: the ``.param`` holding the window's
     descriptor of an access through a decided parameter (the host knows
     neither the window nor the root it came from), loaded in each store
-    block and kept in the offender's ``descriptor`` word."""
+    block and kept in the offender's ``descriptor`` word.  A device function
+    of a debug build calls the runtime's ``__gpusafe_tally`` instead
+    (:func:`_tally_call`)."""
+    if _calls_tally(em):
+        return _tally_call(em, addr, tally, descriptor)
     ctx, buf = em.ctx(), em.reg("buf", ".b64")
     i, t, u = em.reg("ri", ".b32"), em.reg("rt", ".b32"), em.reg("ru", ".b32")
     full = em.reg("full", ".pred")
@@ -105,6 +110,43 @@ def count(em: Emitter, addr: str, tally: int,
         if k + 1 < len(blocks):
             out.append(I("bra.uni", done))
     out.append(ptx.Label(done))
+    return out
+
+
+def _calls_tally(em: Emitter) -> bool:
+    """Whether ``em``'s function counts in its tallies through a call: a
+    device function of a debug build.  ptxas at -O0 allocates a device
+    function in R0-R15 and, when it needs more, in R32 and up (never in the
+    callee-saved R16-R31): the inline tally's buffer and count, beside the
+    function's values and its hidden parameters, took ``table_sum`` (the
+    corpus's ``device_global_ptr`` -G) from 24 registers to 43, and its
+    caller with it; behind a call, 34.  An optimised build compiles each
+    callee into its caller, where the inline tally costs less than a call,
+    and a kernel has no callee-saved registers to avoid."""
+    target = em.plan.module.target
+    return not em.plan.kernel and target is not None and "debug" in target.targets
+
+
+def _tally_call(em: Emitter, addr: str, tally: int,
+                descriptor: str | None) -> list[Statement]:
+    """``__gpusafe_tally(ctx, tally offset, addr, descriptor or 0)``: the call
+    sequence in a ``{ }`` block, written as text (its ``.param`` declarations
+    are local to the block)."""
+    ctx, d = em.ctx(), em.reg("rt", ".b32")
+    out: list[Statement] = [em.load_ctx()]
+    if descriptor is not None:
+        out.append(I("ld.param.u32", d, Address(Symbol(descriptor))))
+    value = d if descriptor is not None else "0"
+    out.append(Verbatim(
+        "\n\t{"
+        "\n\t.param .b64 __gs_targ0;\n\tst.param.b64 \t[__gs_targ0], " + ctx + ";"
+        "\n\t.param .b32 __gs_targ1;\n\tst.param.b32 \t[__gs_targ1], "
+        + str(layout.tally_offset(tally)) + ";"
+        "\n\t.param .b64 __gs_targ2;\n\tst.param.b64 \t[__gs_targ2], " + addr + ";"
+        "\n\t.param .b32 __gs_targ3;\n\tst.param.b32 \t[__gs_targ3], " + value + ";"
+        "\n\tcall.uni \t" + TALLY_FUNCTION
+        + ", (__gs_targ0, __gs_targ1, __gs_targ2, __gs_targ3);"
+        "\n\t}"))
     return out
 
 

@@ -1,0 +1,87 @@
+"""A device function of a debug build counts in its tallies through the
+runtime's ``__gpusafe_tally`` (``records._tally_call``), not inline: ptxas at
+-O0 allocates a device function in R0-R15 and, past them, from R32 up, so
+the inline tally took the corpus's ``table_sum`` (``device_global_ptr``
+-G) from 24 registers to 43 and ``window_sum`` (``noinline_calls`` -G) to
+44; behind the call, 34 and 40.  Optimised builds and kernels keep the
+inline tally.
+
+The register bounds fail with the inline tally; the differential runs (the
+device's tallies against the CPU device's access oracle) prove the call
+counts what the inline tally counted: every offender, the first four kept
+with their caller's window descriptor."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_argument_windows import TWO_SITES, _records
+from test_instrument_cpu import Buf, assert_same, kinds, run_both
+
+from gpusafe_instrument import layout
+from gpusafe_instrument.checks import instrument
+from gpusafe_testkit.corpus import nvrtc_compile, ptxas
+
+KERNELS = Path(__file__).parent / "kernels"
+
+
+def _body(ptx: str, name: str) -> str:
+    start = re.search(rf"\.func .*?\b{re.escape(name)}\(", ptx).start()
+    return ptx[start:ptx.index("\n}", start)]
+
+
+@pytest.mark.parametrize(("source", "kernel", "callee", "bound"), [
+    ("memory_qualifiers.cu", "device_global_ptr", "_Z9table_sumPKfi", 34),
+    ("calls.cu", "noinline_calls", "_Z10window_sumPKfi", 40),
+])
+def test_a_debug_callee_calls_the_tally_and_keeps_its_registers(source, kernel, callee,
+                                                                 bound):
+    text = (KERNELS / source).read_text()
+    debug = instrument(nvrtc_compile(text, source, "compute_75", ("-G",))).ptx
+    assert "call.uni \t__gpusafe_tally" in _body(debug, callee)
+    assert ptxas(debug, "sm_75", verbose=True).registers()[kernel] <= bound
+    optimised = instrument(nvrtc_compile(text, source, "compute_75")).ptx
+    assert "call.uni \t__gpusafe_tally" not in optimised
+
+
+def test_a_debug_callee_counts_every_offender_through_the_call():
+    """``put`` at -G overflows ``a`` and ``b`` through one site past what a
+    tally keeps: the count is exact and the four offenders kept name their
+    own caller's allocation (the descriptor the call stores)."""
+    found, tags, bufs = _records(TWO_SITES, "two_sites", 32, [31, 32], [2], ("-G",))
+    assert sorted((v.address, v.tag, v.count) for v in found) == sorted([
+        (bufs[0] + 124, tags[0], 1), (bufs[1] + 128, tags[1], 1),
+        (bufs[1] + 132, tags[1], 1)])
+    found, _, _ = _records(TWO_SITES, "two_sites", 40, [32, 32], [2], ("-G",))
+    assert sum(v.count for v in found) == 18
+    assert len(found) == layout.TALLY_OFFENDERS
+
+
+LOCAL_WINDOW = r"""
+__device__ __noinline__ int pick(int k)
+{
+    int t[4] = {k, k + 1, k + 2, k + 3};
+    return t[k];  // k >= 4 reads past t: a window site of the callee's own
+}
+
+extern "C" __global__ void picks(int* out)
+{
+    out[threadIdx.x] = pick(threadIdx.x);
+}
+"""
+
+
+def test_a_debug_callees_own_window_counts_through_the_call():
+    """A window site of the callee's own local array (no descriptor: the
+    call stores 0) at -G: every thread past the array is counted, and the
+    offenders kept are ones the oracle saw."""
+    ptx = nvrtc_compile(LOCAL_WINDOW, "k.cu", "compute_75", ("-G",))
+    assert "call.uni \t__gpusafe_tally" in _body(instrument(ptx).ptx, "_Z4picki")
+    o = run_both(None, "picks", (1, 1, 1), (8, 1, 1), [Buf(np.zeros(8, np.int32))],
+                 ptx_text=ptx)
+    assert kinds(o) == {"local-out-of-bounds"}
+    assert o.occurrences == 4
+    assert_same(o)
