@@ -327,3 +327,18 @@ def test_picks_after_yields_at_two_barriers_and_at_a_forced_shuffle(monkeypatch)
     trips = np.where(np.arange(64) % 5 == 2, 20000, np.arange(64) % 7).astype(np.int32)
     _same(PICKS, "picks", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32), trips], b"",
           monkeypatch)
+
+
+def test_over_the_edge_budget_every_pick_goes_to_one_shared_switch(monkeypatch):
+    # a large (instrumented) kernel's picks would switch over thousands of PCs
+    # each: past PICK_EDGES they all take the one shared switch, and the launch
+    # is still the interpreter's (another source: no cached object of the above)
+    from gpusafe.cpu.jit import lanes
+    from gpusafe_instrument.parser import parse
+    monkeypatch.setattr(lanes, "PICK_EDGES", 0)
+    block_sum = next(f for f in parse(_ptx(BENCH_KERNELS)).functions if f.name == "block_sum")
+    ir = lower_lanes(block_sum).ir
+    assert "\nPK9div:\n  br label %pick\n" in ir and "\npick:" in ir
+    trips = np.where(np.arange(64) % 5 == 2, 20000, np.arange(64) % 7).astype(np.int32)
+    _same(PICKS.replace("t % 4 == 1", "t % 4 == 3"), "picks", (1, 1, 1), (64, 1, 1),
+          [np.zeros(64, np.int32), trips], b"", monkeypatch)
