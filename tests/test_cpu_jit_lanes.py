@@ -288,3 +288,57 @@ def test_values_the_same_in_every_lane_are_not_taken_so_where_a_lane_reads_them_
     out = _same(UNIFORM, "uniform", (1, 1, 1), (40, 1, 1), [np.zeros(40, np.int32)],
                 struct.pack("<i", 5), monkeypatch)
     assert out[0][0] == 0 + 40 + 20 and out[0][2] == 0 + 0 + 20
+
+
+def test_each_pick_switches_over_the_pcs_its_lanes_may_wait_at():
+    # the block sum's first divergent branch (`i < n`) leaves lanes at its two
+    # sides only: its pick is no switch over every join point of the kernel
+    # (which made every register live at any of them live, and zeroed, from the
+    # entry), and the release after the barrier finds its lanes after it only
+    from gpusafe_instrument.parser import parse
+    block_sum = next(f for f in parse(_ptx(BENCH_KERNELS)).functions if f.name == "block_sum")
+    ir = lower_lanes(block_sum).ir
+
+    def switch(label: str) -> str:
+        return next(x for x in ir[ir.index(f"\n{label}:"):].split("\n") if "switch" in x)
+
+    assert switch("PK9div").endswith("[i32 2147483647, label %done i32 10, label %L10 "
+                                     "i32 14, label %L14]")
+    assert switch("PKerel").endswith("[i32 2147483647, label %done i32 50, label %L50]")
+    assert "\npick:" not in ir
+
+
+PICKS = r"""
+extern "C" __global__ void picks(int *out, const int *trips) {
+    __shared__ int s[64];
+    int t = threadIdx.x;
+    int v = t;
+    for (int k = 0; k < trips[t]; ++k) v = v * 3 + k;  // per-lane trips: yields, resumes
+    s[t] = v;
+    if (t % 3 == 0) { __syncthreads(); v += s[(t + 1) % 64]; }  // two barriers: released
+    else { __syncthreads(); v -= s[(t + 5) % 64]; }             // to two places
+    if (t % 4 == 1) v += __shfl_down_sync(0xffffffff, v, 1);     // forced: a part waits
+    out[t] = v;
+}
+"""
+
+
+def test_picks_after_yields_at_two_barriers_and_at_a_forced_shuffle(monkeypatch):
+    trips = np.where(np.arange(64) % 5 == 2, 20000, np.arange(64) % 7).astype(np.int32)
+    _same(PICKS, "picks", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32), trips], b"",
+          monkeypatch)
+
+
+def test_over_the_edge_budget_every_pick_goes_to_one_shared_switch(monkeypatch):
+    # a large (instrumented) kernel's picks would switch over thousands of PCs
+    # each: past PICK_EDGES they all take the one shared switch, and the launch
+    # is still the interpreter's (another source: no cached object of the above)
+    from gpusafe.cpu.jit import lanes
+    from gpusafe_instrument.parser import parse
+    monkeypatch.setattr(lanes, "PICK_EDGES", 0)
+    block_sum = next(f for f in parse(_ptx(BENCH_KERNELS)).functions if f.name == "block_sum")
+    ir = lower_lanes(block_sum).ir
+    assert "\nPK9div:\n  br label %pick\n" in ir and "\npick:" in ir
+    trips = np.where(np.arange(64) % 5 == 2, 20000, np.arange(64) % 7).astype(np.int32)
+    _same(PICKS.replace("t % 4 == 1", "t % 4 == 3"), "picks", (1, 1, 1), (64, 1, 1),
+          [np.zeros(64, np.int32), trips], b"", monkeypatch)
