@@ -333,9 +333,9 @@ def test_over_the_edge_budget_every_pick_goes_to_one_shared_switch(monkeypatch):
     # a large (instrumented) kernel's picks would switch over thousands of PCs
     # each: past PICK_EDGES they all take the one shared switch, and the launch
     # is still the interpreter's (another source: no cached object of the above)
-    from gpusafe.cpu.jit import lanes
+    from gpusafe.cpu.jit import lanes_picks
     from gpusafe_instrument.parser import parse
-    monkeypatch.setattr(lanes, "PICK_EDGES", 0)
+    monkeypatch.setattr(lanes_picks, "PICK_EDGES", 0)
     block_sum = next(f for f in parse(_ptx(BENCH_KERNELS)).functions if f.name == "block_sum")
     ir = lower_lanes(block_sum).ir
     assert "\nPK9div:\n  br label %pick\n" in ir and "\npick:" in ir

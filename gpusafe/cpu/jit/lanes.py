@@ -17,7 +17,7 @@ member lanes are not all there), with :data:`AT_BARRIER` (after a
 branch (forward only when no lane waits below its target); a divergent one
 stores both sides' PCs and *picks*: the smallest waiting PC's lanes become
 active (a ``switch`` over the PCs lanes may wait at there, each pick its
-own: :meth:`_LaneLowerer.plan_picks`), and at every join point the lanes
+own: :func:`.lanes_picks.plan_picks`), and at every join point the lanes
 waiting there join.
 When only warp-waiting lanes are left they run with whoever is there, as the
 interpreter forces them; when only barrier-waiting lanes are left the warp
@@ -39,6 +39,7 @@ from .alu import AluLowering
 from .bits import BitLowering
 from .floats import FloatLowering
 from .lanes_mem import LaneMemory
+from .lanes_picks import AT_BARRIER, DONE, WARP_WAIT, pick_blocks, pick_label, plan_picks
 from .lanes_vec import LANES, splat, vec_type, vectorize_declaration
 from .regions import SPIN_YIELD, live_at
 from .unary import UnaryLowering
@@ -46,13 +47,7 @@ from .values import BITS, Unsupported
 
 __all__ = ["AT_BARRIER", "DONE", "WARP_WAIT", "lower_lanes", "why_not_lanes"]
 
-WARP_WAIT = 1 << 28
-AT_BARRIER = 1 << 29
-DONE = 0x7FFFFFFF
 FRAME_SLOT = 256  # bytes of one register in the warp's frame (<32 x i64> at most)
-PICK_EDGES = 512
-"""The most PCs all picks together switch over on their own, else every pick
-goes to one shared switch (:meth:`_LaneLowerer.pick_blocks`)."""
 _V1 = vec_type("i1")
 _V32 = vec_type("i32")
 _WARP_OPS = {"shfl", "vote"}
@@ -120,12 +115,16 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                     return index
         raise self.fail("branch target")
 
+    def branch_target(self, i: int) -> int:
+        """The index the ``bra`` at ``i`` goes to, in its own scopes."""
+        self.scopes = self.flat_scopes[i]
+        return self.target(self.flat[i])
+
     def successors(self, i: int) -> list[int]:
         instr = self.flat[i]
         guarded = instr.guard is not None
         if instr.op == "bra":
-            self.scopes = self.flat_scopes[i]
-            t = self.target(instr)
+            t = self.branch_target(i)
             return [t, i + 1] if guarded else [t]
         if instr.op in ("ret", "exit"):
             return [i + 1] if guarded else []
@@ -188,79 +187,6 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         self.raw(f"{out} = and {_V1} {act}, {g}")
         return out
 
-    def plan_picks(self) -> dict[tuple[int, str], frozenset[int]]:
-        """Where lanes may wait at each pick: for every place the warp picks
-        (a divergent branch ``div``, a forward branch past waiting lanes
-        ``below``, a warp instruction's wait ``ww``, a ``ret``/``exit`` or the
-        end ``ret``, a barrier ``bar``, a release ``rel`` at -1, a resume after
-        a yield ``res`` at -1), the waiting PCs (flags included) its lanes may
-        hold.  Each pick switches over those only: one pick for all made every
-        register live at any join point live at every pick, carried (and
-        zeroed at entry) through the whole kernel.
-
-        A may-analysis over the lowering's own control flow, iterated to its
-        fixed point: ``at[i]`` holds what may wait when the warp runs ``i``
-        (before lanes join there); a pick's set flows to each join point and
-        forced warp instruction it may choose.  A release finds its lanes
-        after barriers only (a warp returns at a barrier when nothing else
-        waits); a resume finds what waited where the warp yielded."""
-        n = len(self.flat)
-        at: list[set[int]] = [set() for _ in range(n + 1)]
-        sites: dict[tuple[int, str], set[int]] = {
-            (-1, "rel"): {i + 1 for i, x in enumerate(self.flat)
-                          if x.op in ("bar", "barrier") and i not in self.warp_points},
-            (-1, "res"): set()}
-        changed = True
-
-        def grow(into: set[int], more: set[int], pc: int = 0) -> None:
-            # into at[pc]: only what waits at or after pc (the smallest runs
-            # first: a pick chooses its minimum, a forward branch passes no
-            # waiting lane, and fall-through and backward branches keep it so)
-            nonlocal changed
-            more = {x for x in more if x >= pc}
-            if not more <= into:
-                into |= more
-                changed = True
-
-        while changed:
-            changed = False
-            for i in range(n + 1):
-                post = at[i] - {i, i | WARP_WAIT}
-                instr = self.flat[i] if i < n else None
-                if instr is None or instr.op in ("ret", "exit"):
-                    grow(sites.setdefault((i, "ret"), set()), post)
-                    if instr is not None and instr.guard is not None:
-                        grow(at[i + 1], post, i + 1)
-                elif instr.op == "bra":
-                    self.scopes = self.flat_scopes[i]
-                    t = self.target(instr)
-                    grow(at[t], post, t)
-                    if instr.guard is not None:
-                        grow(at[i + 1], post, i + 1)
-                        grow(sites.setdefault((i, "div"), set()), post | {t, i + 1})
-                        if t <= i:
-                            grow(sites[(-1, "res")], post | {t, i + 1})
-                    if t > i:
-                        grow(sites.setdefault((i, "below"), set()), post | {t})
-                    else:
-                        grow(sites[(-1, "res")], post | {t})
-                elif instr.op in ("bar", "barrier") and i not in self.warp_points:
-                    grow(sites.setdefault((i, "bar"), set()), post | {(i + 1) | AT_BARRIER})
-                elif i in self.warp_points:
-                    grow(sites.setdefault((i, "ww"), set()), post | {i | WARP_WAIT})
-                    grow(at[i + 1], post | {i | WARP_WAIT}, i + 1)
-                else:
-                    grow(at[i + 1], post, i + 1)
-            for waiting in sites.values():
-                for pc in waiting:
-                    if pc < AT_BARRIER:
-                        grow(at[pc & ~WARP_WAIT], waiting, pc)
-        return {key: frozenset(v) for key, v in sites.items()}
-
-    def pick_label(self, i: int, kind: str) -> str:
-        """The label of the pick after ``i`` (:meth:`plan_picks`)."""
-        return f"%PK{i}{kind}" if i >= 0 else f"%PKe{kind}"
-
     def spin(self, i: int, then: str) -> str:
         """A backward branch: every ``SPIN_YIELD`` the warp yields (its active
         lanes wait at the loop's head, the caller stored that), else ``then``."""
@@ -289,10 +215,10 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
             self.wait(f"%nt{n}", i + 1)
             self.raw(f"store {_V1} zeroinitializer, ptr %act")
             if t <= i:
-                self.spin(i, self.pick_label(i, "div"))
+                self.spin(i, pick_label(i, "div"))
                 self.raw("br label %yield")
             else:
-                self.raw(f"br label {self.pick_label(i, 'div')}")
+                self.raw(f"br label {pick_label(i, 'div')}")
             self.lines.append(f"BU{n}:")
         if t > i:  # forward: unless a lane waits below the target
             self.raw(f"%fp{n} = load {_V32}, ptr %pcv\n"
@@ -302,7 +228,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
             self.lines.append(f"BJ{n}:")
             self.wait(act, t)
             self.raw(f"store {_V1} zeroinitializer, ptr %act\n"
-                     f"  br label {self.pick_label(i, 'below')}")
+                     f"  br label {pick_label(i, 'below')}")
         else:
             self.spin(i, f"%L{t}")
             self.wait(act, t)
@@ -336,7 +262,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         self.wait(f"%wwait{n}", i | WARP_WAIT)
         self.raw(f"%wrun{n} = and {_V1} %wok{n}, {act}\n  store {_V1} %wrun{n}, ptr %act\n"
                  f"  %wrb{n} = bitcast {_V1} %wrun{n} to i32\n  %wre{n} = icmp eq i32 %wrb{n}, 0\n"
-                 f"  br i1 %wre{n}, label {self.pick_label(i, 'ww')}, label %W{i}")
+                 f"  br i1 %wre{n}, label {pick_label(i, 'ww')}, label %W{i}")
         self.lines.append(f"F{i}:")  # forced: nothing else of the warp can run
         self.raw(f"br label %W{i}")
         self.lines.append(f"W{i}:")
@@ -370,7 +296,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 joins.add(i + 1)
                 suspends = True
         self.joins, self.warp_points, self.suspends = joins, warps, suspends
-        self.picks = self.plan_picks()
+        self.picks = plan_picks(self.flat, warps, self.branch_target)
         for i, (instr, scopes) in enumerate(flat):
             self.scopes, self.instr, self.index = scopes, instr, i
             self.masked_write = False
@@ -388,21 +314,21 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
             if instr.op in ("ret", "exit"):
                 if instr.guard is None:
                     self.raw(f"store {_V1} zeroinitializer, ptr %act\n"
-                             f"  br label {self.pick_label(i, 'ret')}")
+                             f"  br label {pick_label(i, 'ret')}")
                 else:
                     left = self.new()
                     g = self.guard_mask(instr, act)
                     self.raw(f"{left} = xor {_V1} {act}, {g}\n  store {_V1} {left}, ptr %act\n"
                              f"  %rb{i} = bitcast {_V1} {left} to i32\n"
                              f"  %re{i} = icmp eq i32 %rb{i}, 0\n"
-                             f"  br i1 %re{i}, label {self.pick_label(i, 'ret')}, "
+                             f"  br i1 %re{i}, label {pick_label(i, 'ret')}, "
                              f"label %L{i + 1}")
                 continue
             if instr.op in ("bar", "barrier") and i not in warps:
                 self.barrier(instr)
                 self.wait(act, (i + 1) | AT_BARRIER)
                 self.raw(f"store {_V1} zeroinitializer, ptr %act\n"
-                         f"  br label {self.pick_label(i, 'bar')}")
+                         f"  br label {pick_label(i, 'bar')}")
                 continue
             self.eff = self.guard_mask(instr, act)
             if i in warps and instr.op == "bar":
@@ -420,7 +346,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         if n in joins:
             self.join(n, False)
         self.count(self.active())  # the implicit return
-        self.raw(f"store {_V1} zeroinitializer, ptr %act\n  br label {self.pick_label(n, 'ret')}")
+        self.raw(f"store {_V1} zeroinitializer, ptr %act\n  br label {pick_label(n, 'ret')}")
         return self.assemble()
 
     def barrier(self, instr: nodes.Instruction) -> None:
@@ -435,50 +361,6 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
         mods = [m for m in instr.modifiers if m != "aligned"]
         if mods != ["warp", "sync"] or len(instr.operands) != 1:
             raise self.fail(f"bar form {mods}")
-
-    def pick_blocks(self) -> str:
-        """Each pick (:meth:`plan_picks`): the smallest waiting PC decides, a
-        ``switch`` over the PCs that pick may find; a warp instruction's
-        forced lanes (``KF``) run with whoever is there, as the interpreter
-        forces them; a PC it cannot find is a fault of the lowering, never
-        a guess (``kbad``: the launch stops).  Where all picks together would
-        switch over more than :data:`PICK_EDGES` PCs, every pick goes to one
-        shared ``pick`` over all of them instead (the lowering before the
-        per-pick switches): an instrumented stencil's 24,000 cases took LLVM's
-        optimiser 31 s against 14 s with one shared switch."""
-        out, forced, shared = [], set(), False
-
-        def switch(label: str, waiting: frozenset[int]) -> None:
-            cases = [f"i32 {DONE}, label %done"]
-            for pc in sorted(waiting):
-                if pc < WARP_WAIT:
-                    cases.append(f"i32 {pc}, label %L{pc}")
-                elif pc < AT_BARRIER:
-                    forced.add(pc & ~WARP_WAIT)
-                    cases.append(f"i32 {pc}, label %KF{pc & ~WARP_WAIT}")
-                else:
-                    cases.append(f"i32 {pc}, label %atbar")
-            out.append(f"{label}:\n  %{label}p = load {_V32}, ptr %pcv\n"
-                       f"  %{label}m = call i32 @llvm.vector.reduce.umin.v32i32({_V32} "
-                       f"%{label}p)\n  switch i32 %{label}m, label %kbad [{' '.join(cases)}]\n")
-
-        alone = sum(len(w) for w in self.picks.values()) <= PICK_EDGES
-        for (i, kind), waiting in sorted(self.picks.items()):
-            label = self.pick_label(i, kind)[1:]
-            if not alone:
-                out.append(f"{label}:\n  br label %pick\n")
-                shared = True
-            else:
-                switch(label, waiting)
-        if shared:
-            switch("pick", frozenset().union(*self.picks.values()))
-        for w in sorted(forced):
-            out.append(f"KF{w}:\n  %kp{w} = load {_V32}, ptr %pcv\n"
-                       f"  %kact{w} = icmp eq {_V32} %kp{w}, {splat('i32', str(w | WARP_WAIT))}\n"
-                       f"  store {_V1} %kact{w}, ptr %act\n"
-                       f"  %kq{w} = select {_V1} %kact{w}, {_V32} {splat('i32', str(DONE))}, "
-                       f"{_V32} %kp{w}\n  store {_V32} %kq{w}, ptr %pcv\n  br label %F{w}\n")
-        return "".join(out) + "kbad:\n  br label %fault\n"
 
     def assemble(self) -> str:
         """``@warp``: entry (fresh or resumed), the body, the pick and the exits."""
@@ -555,7 +437,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 + "  br label %PKerel\n")
         flush = ("  %{p}c = load i64, ptr %cnt\n  %{p}o = load i64, ptr %count\n"
                  "  %{p}s = add i64 %{p}o, %{p}c\n  store i64 %{p}s, ptr %count\n")
-        tail = (self.pick_blocks()
+        tail = (pick_blocks(self.picks)
                 + f"atbar:\n  %kp = load {_V32}, ptr %pcv\n"
                 f"  store {_V32} %kp, ptr %wst, align 8\n" + moves(at_bar, True)
                 + flush.format(p="ab")
