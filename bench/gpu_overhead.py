@@ -129,8 +129,7 @@ def measure(gpu: Gpu, bench: Any, overhead: Any, launches: int, rounds: int) -> 
     info = result.sites.kernels[bench.kernel]
     addrs = overhead._place(memory, bench.args)
     params = overhead._pack(list(info.params), bench.args, addrs)
-    records = [host.AllocationRecord(tag, base, max(np.asarray(a).nbytes, 1)
-                                     if isinstance(a, np.ndarray) else 8 * len(a[1]))
+    records = [host.AllocationRecord(tag, base, overhead.allocation_size(a))
                for tag, (a, base) in enumerate(zip(bench.args, addrs, strict=True), 1)
                if base is not None]
     pipeline = LaunchPipeline(memory)

@@ -324,15 +324,19 @@ extern "C" __global__ void smooth(float* out, const float* in, int n)
 ]
 
 
+def allocation_size(a) -> int:
+    """Bytes an argument's allocation takes: a buffer's, or a pointer table's."""
+    return max(a.nbytes, 1) if isinstance(a, np.ndarray) else 8 * len(a[1])
+
+
 def _place(mem, args):
     addrs = []
     for a in args:
-        if isinstance(a, np.ndarray):
-            base = mem.alloc(max(a.nbytes, 1))
-            mem.write(base, a.tobytes())
+        if isinstance(a, np.ndarray | tuple):
+            base = mem.alloc(allocation_size(a))
+            if isinstance(a, np.ndarray):
+                mem.write(base, a.tobytes())
             addrs.append(base)
-        elif isinstance(a, tuple):
-            addrs.append(mem.alloc(8 * len(a[1])))
         else:
             addrs.append(None)
     for a, base in zip(args, addrs, strict=True):
