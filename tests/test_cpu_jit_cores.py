@@ -266,3 +266,53 @@ def test_a_sites_segment_hint_ends_where_its_access_still_fits(monkeypatch, belo
             seen.append(("error", f"{type(e).__name__}: {e}"))
     assert seen[0] == seen[1]
     assert seen[0][0] == ("error" if fails else "ok")
+
+
+class _FakeWorker:
+    """Records the ranges it runs; faults (status 1) on the blocks in ``bad``,
+    after ``delay`` seconds on those in ``slow``."""
+
+    def __init__(self, k: int, log: list, bad: set, slow: set, delay: float = 0.05) -> None:
+        self.k, self.log, self.bad, self.slow, self.delay = k, log, bad, slow, delay
+        self.instructions = 0
+
+    def run(self, first: int, last: int) -> int:
+        import time
+        self.log.append((self.k, first, last))
+        self.instructions += last - first
+        if self.slow & set(range(first, last)):
+            time.sleep(self.delay)
+        return 1 if self.bad & set(range(first, last)) else 0
+
+
+def test_a_worker_per_thread_runs_every_range_once():
+    """A launch makes one worker per thread, not one per range (a range's
+    context, callback and buffers cost what its blocks do on a small grid)."""
+    log: list = []
+    made: list = []
+
+    def new_worker(k):
+        made.append(k)
+        return _FakeWorker(k, log, set(), set())
+
+    status, instructions, worker = cores.run_ranges(new_worker, 64, 1, 4)
+    assert (status, instructions, worker) == (0, 64, None)
+    assert sorted(made) == [0, 1, 2, 3]
+    assert sorted((a, b) for _, a, b in log) == cores.block_ranges(64, 4, 1)
+
+
+def test_the_fault_of_the_first_range_wins_and_later_ranges_are_not_claimed():
+    """Blocks of two a range: the first range faults late (its worker
+    sleeps), the third early: the launch names the first range's worker, as
+    a sequential run would, and once a fault is found no worker claims a
+    range after it."""
+    log: list = []
+    status, _, worker = cores.run_ranges(
+        lambda k: _FakeWorker(k, log, bad={0, 4}, slow={0}), 16, 1, 2)
+    assert cores.block_ranges(16, 2, 1)[:3] == [(0, 2), (2, 4), (4, 6)]
+    assert status == 1 and (worker.k, 0, 2) in log
+    starts = sorted(a for _, a, _ in log)
+    assert starts[0] == 0 and set(starts) <= {0, 2, 4}  # none past the fault at (4, 6)
+    single: list = []
+    status, _, worker = cores.run_ranges(lambda k: _FakeWorker(k, single, {2}, set()), 16, 1, 1)
+    assert status == 1 and single == [(0, 0, 16)]  # one thread: one range, the whole grid

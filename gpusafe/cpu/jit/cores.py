@@ -2,11 +2,13 @@
 
 The compiled ``@kernel`` runs a range of blocks (:mod:`.blocks`);
 a ctypes call into it releases the GIL, so block ranges called from a pool
-of threads run on several cores at once.  Each range gets what compiled code
+of threads run on several cores at once.  Each OS thread (a worker, made
+once per launch, claiming ranges in block order) gets what compiled code
 writes besides device memory: its own copy of ``ctx`` with its own segment
 hints (``@resolve`` stores the segment it found, per access site: start,
 the last address an access of the site's width fits at, pointer), its own
-instruction counter and its own Python callback with its own error slot.
+block buffers, instruction counter and Python callback with its own error
+slot.
 
 Only kernels whose blocks do not talk to each other except through atomics
 run in parallel: the lowering refuses volatile and relaxed/acquire accesses
@@ -27,14 +29,14 @@ process may run on); ``1`` runs the grid in the calling thread.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
-import numpy as np
+from typing import Protocol
 
 RANGES_PER_THREAD = 4
-"""Block ranges per thread: blocks of uneven cost balance out across threads."""
+"""Block ranges per thread: blocks of uneven cost balance out across threads
+(a worker that finishes early claims the next range)."""
 
 MIN_RANGE_THREADS = 32768
 """GPU threads a range holds at least: handing a range to the pool costs tens of
@@ -77,36 +79,53 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     return pool
 
 
-def run_ranges(call: Callable[[np.ndarray, np.ndarray, int, int], int],
-               ctx: np.ndarray, sites: int, blocks: int, block_threads: int, threads: int,
-               make_slow: Callable[[], tuple[Any, int]]) -> tuple[int, int, Any]:
-    """Run ``call(ctx, count, first, last)`` over block ranges; returns (status,
-    instructions, the failing range's callback owner or None).
+class Worker(Protocol):
+    """One OS thread's share of a launch (:func:`run_ranges`)."""
 
-    ``make_slow`` gives a fresh callback owner (its ``error`` read after a
-    fault) and the address of its C callback, stored in ``ctx[4]``; ``ctx[5]``
-    gets the range's own segment hints."""
+    instructions: int  # what its ranges executed so far
+
+    def run(self, first: int, last: int) -> int:
+        """Run blocks [first, last); the compiled kernel's status (0: no fault)."""
+        ...
+
+
+def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: int,
+               threads: int) -> tuple[int, int, Worker | None]:
+    """Run the grid's block ranges on up to ``threads`` workers; returns (status,
+    instructions, the worker whose range faulted first in block order, or None).
+
+    Each worker is made once (``new_worker(k)``, worker 0 in the calling
+    thread) and claims ranges in block order until none is left, so what a
+    range costs besides its blocks is a lock, not a fresh context, callback
+    and buffers: handing out eight ranges that way cost the bench's block
+    sum (2 ms of blocks) about 1 ms.  A worker stops at its range's fault,
+    and no worker claims a range after the first fault found: every range
+    before it was claimed already and runs to its end, so the fault a
+    sequential run meets first is among those found."""
     ranges = block_ranges(blocks, threads, block_threads)
+    lock = threading.Lock()
+    claimed = [0]
+    faults: list[tuple[int, int, Worker]] = []  # (range, status, worker)
 
-    def one(first: int, last: int) -> tuple[int, int, Any]:
-        own = ctx.copy()
-        owner, address = make_slow()
-        own[4] = address
-        # per site: start, last address an access fits at, pointer, pad; start 1
-        # above last 0 until a miss fills it: no address hits an empty hint
-        hints = np.zeros(4 * max(sites, 1), np.uint64)
-        hints[0::4] = 1
-        own[5] = hints.ctypes.data
-        count = np.zeros(1, np.uint64)
-        status = call(own, count, first, last)
-        return status, int(count[0]), owner
+    def work(k: int) -> Worker:
+        worker = new_worker(k)
+        while True:
+            with lock:
+                r = claimed[0]
+                if r >= len(ranges) or any(r > f[0] for f in faults):
+                    return worker
+                claimed[0] = r + 1
+            status = worker.run(*ranges[r])
+            if status != 0:
+                with lock:
+                    faults.append((r, status, worker))
+                return worker
 
-    if len(ranges) == 1:
-        results = [one(*ranges[0])]
-    else:
-        results = list(_pool(threads).map(lambda r: one(*r), ranges))
-    total = sum(n for _, n, _ in results)
-    for status, _, owner in results:  # in block order: the first fault a sequential run meets
-        if status != 0:
-            return status, total, owner
+    helpers = min(threads, len(ranges)) - 1
+    pending = [_pool(helpers).submit(work, k) for k in range(1, helpers + 1)] if helpers else []
+    workers = [work(0)] + [f.result() for f in pending]
+    total = sum(w.instructions for w in workers)
+    if faults:
+        _, status, worker = min(faults, key=lambda f: f[0])
+        return status, total, worker
     return 0, total, None

@@ -582,6 +582,39 @@ class _BlockBuffers:
         ctx[16] = self.sstate.ctypes.data
 
 
+class _Worker:
+    """One OS thread's share of a launch (:func:`.cores.run_ranges`), made once
+    and reused for every range it runs: its own copy of ``ctx``, block
+    buffers, segment hints, instruction counter and access callback (whose
+    ``error`` says why its range faulted)."""
+
+    def __init__(self, launch: Launch, compiled: Compiled, ctx: np.ndarray,
+                 buffers: _BlockBuffers | None) -> None:
+        self.compiled = compiled
+        self.params = launch.kparams
+        self.dims = (*launch.grid, *launch.block)
+        self.ctx = ctx.copy()
+        self.access = _Access(launch)
+        self.access.callback = _SLOW(self.access.slow)
+        self.ctx[4] = ctypes.cast(self.access.callback, ctypes.c_void_p).value or 0
+        # per site: start, last address an access fits at, pointer, pad; start 1
+        # above last 0 until a miss fills it: no address hits an empty hint
+        self.hints = np.zeros(4 * max(compiled.sites, 1), np.uint64)
+        self.hints[0::4] = 1
+        self.ctx[5] = self.hints.ctypes.data
+        self.buffers = buffers if buffers is not None else _BlockBuffers(launch, compiled)
+        self.buffers.fill(self.ctx)
+        self.count = np.zeros(1, np.uint64)
+
+    @property
+    def instructions(self) -> int:
+        return int(self.count[0])
+
+    def run(self, first: int, last: int) -> int:
+        return self.compiled.run(self.params.ctypes.data, self.ctx.ctypes.data,
+                                 self.count.ctypes.data, *self.dims, first, last)
+
+
 def _symbol(key: Any, launch: Launch) -> int:
     """What ``%syms`` holds for one key of the lowering: a uniform special
     register, a module variable's device address, a shared variable's offset."""
@@ -652,33 +685,18 @@ def run(launch: Launch) -> None:
     ctx[1] = starts.ctypes.data
     ctx[2] = ends.ctypes.data
     ctx[3] = ptrs.ctypes.data
-    params = launch.kparams
     gx, gy, gz = launch.grid
-    bx, by, bz = launch.block
-
-    def make_slow() -> tuple[_Access, int]:
-        access = _Access(launch)
-        access.callback = _SLOW(access.slow)
-        return access, ctypes.cast(access.callback, ctypes.c_void_p).value or 0
-
-    def call(own_ctx: np.ndarray, count: np.ndarray, first: int, last: int) -> int:
-        # each range its own shared window, frames, local memory (the first
-        # range uses the buffers built above, which proved the launch fits)
-        own = buffers if first == 0 else _BlockBuffers(launch, compiled)
-        own.fill(own_ctx)
-        status = compiled.run(params.ctypes.data, own_ctx.ctypes.data, count.ctypes.data,
-                              gx, gy, gz, bx, by, bz, first, last)
-        del own
-        return status
-
     halt = np.zeros(2, np.uint32)  # [stop now, the block that stopped]
     ctx[17] = halt.ctypes.data
-    keep = (table, starts, ends, ptrs, params, halt)
+    keep = (table, starts, ends, ptrs, halt)
     threads = cores.thread_count() if compiled.parallel else 1
+
+    def new_worker(k: int) -> _Worker:  # the first uses the buffers that proved the launch fits
+        return _Worker(launch, compiled, ctx, buffers if k == 0 else None)
+
     watchdog = _watchdog(launch, halt)
     try:
-        status, count, access = cores.run_ranges(call, ctx, compiled.sites, gx * gy * gz,
-                                                 launch.tpb, threads, make_slow)
+        status, count, worker = cores.run_ranges(new_worker, gx * gy * gz, launch.tpb, threads)
     finally:
         if watchdog is not None:
             watchdog.cancel()
@@ -692,7 +710,7 @@ def run(launch: Launch) -> None:
             f" s (the kernel timeout is {launch.timeout:g} s); block {block} was running "
             "(compiled: stopped between rounds of its threads)")
     if status != 0:
-        err = access.error
+        err = worker.access.error
         if isinstance(err, DeviceError):
             raise err
         raise DeviceError(f"kernel {launch.kernel}: the JIT stopped: {err!r}") from err
