@@ -176,6 +176,33 @@ def test_shuffles_votes_and_segments(monkeypatch, width, delta):
           [np.zeros(70 * 8, np.int32)], struct.pack("<i", delta), monkeypatch)
 
 
+BIT_FIELDS = r"""
+extern "C" __global__ void fields(unsigned *out, const unsigned *a, const unsigned *b, int width) {
+    int t = threadIdx.x;
+    unsigned d32, pos = t * 7 % 40, len = t * 5 % 37;  // past the end and empty ones too
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(d32) : "r"(a[t]), "r"(b[t]), "r"(pos), "r"(len));
+    unsigned long long d64, wa = (unsigned long long)a[t] << 32 | b[t];
+    asm("bfi.b64 %0, %1, %2, %3, %4;" : "=l"(d64) : "l"(wa), "l"(~wa), "r"(pos * 2), "r"(len));
+    out[3 * t] = d32;
+    out[3 * t + 1] = (unsigned)(d64 >> 32) ^ (unsigned)d64;
+    out[3 * t + 2] = __shfl_down_sync(0xffffffff, d32, 1, width);  // c operand: a bfi
+}
+"""
+
+
+def test_bit_field_inserts_are_lanes(monkeypatch):
+    """``bfi`` (also what a shuffle's width computed at run time compiles to)
+    is lowered in lanes, per lane position and length, as the interpreter has it."""
+    from gpusafe_instrument.parser import parse
+    fields = parse(_ptx(BIT_FIELDS)).functions[0]
+    assert "bfi.b32" in _ptx(BIT_FIELDS) and why_not_lanes(fields) is None
+    rng = np.random.default_rng(7)
+    a, b = (rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    for width in (32, 8):
+        _same(BIT_FIELDS, "fields", (1, 1, 1), (64, 1, 1), [np.zeros(3 * 64, np.uint32), a, b],
+              struct.pack("<i", width), monkeypatch)
+
+
 OOB = r"""
 extern "C" __global__ void oob(float *out, const float *in, int bad) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;

@@ -55,7 +55,7 @@ _OWN = {"ld", "st", "atom", "red", "shfl", "vote", "bar", "barrier", "bra", "ret
 _ALU = {"mov", "add", "sub", "mul", "mad", "fma", "and", "or", "xor", "not", "shl", "shr",
         "setp", "selp", "cvt", "cvta", "min", "max", "neg", "abs", "popc", "clz", "brev",
         "bfind", "sad", "div", "rem", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "rsqrt",
-        "shf", "bfe", "prmt", "mul24", "mad24", "copysign", "testp", "lop3", "fns"}
+        "shf", "bfe", "bfi", "prmt", "mul24", "mad24", "copysign", "testp", "lop3", "fns"}
 
 
 def why_not_lanes(function: nodes.Function) -> str | None:
