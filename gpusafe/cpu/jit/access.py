@@ -137,7 +137,10 @@ class MemoryLowering(RunChecks):
         PTX's default order) where LLVM has the operation, so that blocks on
         several OS threads (:mod:`.cores`) lose no update; ``inc``/``dec`` are
         a plain load, update and store, exact while threads run one after
-        another (such a kernel stays on one thread).  The update is the interpreter's
+        another (such a kernel stays on one thread).  A ``.shared`` atomic is
+        always the plain update: a block's window belongs to the one OS
+        thread running its threads one after another, and a locked
+        instruction cost the bench's histogram 4x and both cores.  The update is the interpreter's
         (:func:`gpusafe.cpu.atomics.update_fn`); the final memory and the old
         values are the interpreter's whenever its lane order is the JIT's
         thread order for that address (each thread's atomics on an address
@@ -153,7 +156,9 @@ class MemoryLowering(RunChecks):
         rmw = {"add": "fadd" if t in ("f32", "f64") else "add", "and": "and", "or": "or",
                "xor": "xor", "exch": "xchg",
                "min": "min" if signed else "umin", "max": "max" if signed else "umax"}
-        if op in rmw and not (op in ("min", "max") and t in ("f32", "f64")):
+        if space == SHARED:  # the block's own window: its threads run one after another
+            self._atomic_update(old, ptr, op, lt, vals, signed)
+        elif op in rmw and not (op in ("min", "max") and t in ("f32", "f64")):
             self.emit(f"{old} = atomicrmw {rmw[op]} ptr {ptr}, {lt} {v} monotonic, "
                       f"align {align}")
         elif op == "cas" and t not in ("f32", "f64"):

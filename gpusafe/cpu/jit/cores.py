@@ -123,7 +123,8 @@ def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: 
 
     helpers = min(threads, len(ranges)) - 1
     pending = [_pool(helpers).submit(work, k) for k in range(1, helpers + 1)] if helpers else []
-    workers = [work(0)] + [f.result() for f in pending]
+    # a helper the pool had not started when the ranges ran out is not waited for
+    workers = [work(0)] + [f.result() for f in pending if not f.cancel()]
     total = sum(w.instructions for w in workers)
     if faults:
         _, status, worker = min(faults, key=lambda f: f[0])

@@ -12,7 +12,9 @@ one in lane order through the per-thread lowering's ``@resolve`` /
 (same class, same message, the first bad lane's) and stop the launch.
 
 *Atomics* (``add``) go lane by lane in lane order, as the interpreter applies
-them, each an LLVM ``atomicrmw`` (blocks on several OS threads lose no update).
+them: a global one an LLVM ``atomicrmw`` (blocks on several OS threads lose
+no update), a shared one a plain load, add and store (the block's window is
+its OS thread's alone).
 
 *Warp instructions* are operations on the vectors: ``shfl.sync`` reads the
 source lane's register whatever that lane does (as the interpreter reads its
@@ -300,14 +302,20 @@ class LaneMemory(LaneValues):
         if space == GLOBAL:
             self.site_of[n] = self.sites
             self.sites += 1
-        self.atomics += 1
+            self.atomics += 1
         width = BITS[t] // 8
+        add = "fadd" if t == "f32" else "add"
 
         def one() -> str:
             p = self._lane_pointer(n, space, addr, width, ACCESS_ATOMIC)
-            self.raw(f"%xv{n} = extractelement {vt} {value}, i32 %k{n}\n"
-                     f"  %old{n} = atomicrmw {'fadd' if t == 'f32' else 'add'} ptr {p}, "
-                     f"{lt} %xv{n} monotonic, align {width}")
+            self.raw(f"%xv{n} = extractelement {vt} {value}, i32 %k{n}")
+            if space == SHARED:  # the block's own window, one lane after another
+                self.raw(f"%old{n} = load {lt}, ptr {p}, align {width}\n"
+                         f"  %new{n} = {add} {lt} %old{n}, %xv{n}\n"
+                         f"  store {lt} %new{n}, ptr {p}, align {width}")
+            else:
+                self.raw(f"%old{n} = atomicrmw {add} ptr {p}, {lt} %xv{n} monotonic, "
+                         f"align {width}")
             return f"%old{n}"
         old = self._lane_loop(n, one, vt)
         if dest is not None:
