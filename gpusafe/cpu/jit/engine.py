@@ -27,7 +27,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -62,6 +61,7 @@ from .values import (
     TRAP_BRX,
     Unsupported,
 )
+from .watchdog import WATCHDOG
 
 _RESOLVE = """
 define internal ptr @resolve(ptr %ctx, i64 %site, i64 %addr, i64 %width, i32 %kind,
@@ -645,21 +645,6 @@ def why_not(launch: Launch) -> str | None:
 _TIMED_OUT = 2  # @kernel's status when the watchdog stopped it
 
 
-def _watchdog(launch: Launch, halt: np.ndarray) -> threading.Timer | None:
-    """A timer that asks the compiled launch to stop at its kernel timeout:
-    compiled code reads ``halt[0]`` after every round of a block's threads,
-    and a thread in a loop yields to the round every few thousand
-    iterations (:meth:`.regions.BarrierLowering.backward`), so a launch that
-    never ends is stopped, as the interpreter's is."""
-    if launch.deadline is None:
-        return None
-    timer = threading.Timer(max(0.0, launch.deadline - launch.clock()),
-                            halt.__setitem__, (0, 1))
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
 def run(launch: Launch) -> None:
     """Run every thread of ``launch`` in compiled code; raises :class:`Unsupported`
     before touching memory when it cannot, and the device error the interpreter
@@ -694,12 +679,13 @@ def run(launch: Launch) -> None:
     def new_worker(k: int) -> _Worker:  # the first uses the buffers that proved the launch fits
         return _Worker(launch, compiled, ctx, buffers if k == 0 else None)
 
-    watchdog = _watchdog(launch, halt)
+    watched = None if launch.deadline is None else \
+        WATCHDOG.watch(launch.deadline - launch.clock(), halt)
     try:
         status, count, worker = cores.run_ranges(new_worker, gx * gy * gz, launch.tpb, threads)
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
+        if watched is not None:
+            WATCHDOG.unwatch(watched)
     del keep
     launch.count += count
     if status == _TIMED_OUT:
