@@ -95,7 +95,8 @@ def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: 
     instructions, the worker whose range faulted first in block order, or None).
 
     Each worker is made once (``new_worker(k)``, worker 0 in the calling
-    thread) and claims ranges in block order until none is left, so what a
+    thread), when it first claims a range, and claims ranges in block order
+    until none is left, so what a
     range costs besides its blocks is a lock, not a fresh context, callback
     and buffers: handing out eight ranges that way cost the bench's block
     sum (2 ms of blocks) about 1 ms.  A worker stops at its range's fault,
@@ -107,25 +108,31 @@ def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: 
     claimed = [0]
     faults: list[tuple[int, int, Worker]] = []  # (range, status, worker)
 
-    def work(k: int) -> Worker:
-        worker = new_worker(k)
-        while True:
-            with lock:
-                r = claimed[0]
-                if r >= len(ranges) or any(r > f[0] for f in faults):
-                    return worker
-                claimed[0] = r + 1
+    def claim() -> int | None:
+        with lock:
+            r = claimed[0]
+            if r >= len(ranges) or any(r > f[0] for f in faults):
+                return None
+            claimed[0] = r + 1
+            return r
+
+    def work(k: int) -> Worker | None:
+        worker = None  # made once it has a range: a helper that finds none costs no worker
+        while (r := claim()) is not None:
+            if worker is None:
+                worker = new_worker(k)
             status = worker.run(*ranges[r])
             if status != 0:
                 with lock:
                     faults.append((r, status, worker))
-                return worker
+                break
+        return worker
 
     helpers = min(threads, len(ranges)) - 1
     pending = [_pool(helpers).submit(work, k) for k in range(1, helpers + 1)] if helpers else []
     # a helper the pool had not started when the ranges ran out is not waited for
     workers = [work(0)] + [f.result() for f in pending if not f.cancel()]
-    total = sum(w.instructions for w in workers)
+    total = sum(w.instructions for w in workers if w is not None)
     if faults:
         _, status, worker = min(faults, key=lambda f: f[0])
         return status, total, worker
