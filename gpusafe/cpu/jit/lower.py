@@ -109,7 +109,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
             self.emit(f"%c{i} = load i64, ptr %cnt\n  %c{i}n = add i64 %c{i}, 1\n"
                       f"  store i64 %c{i}n, ptr %cnt")
             if instr.op in ("atom", "red") and not _SHARED_SPACES & set(instr.modifiers):
-                self.atomics += 1  # one other blocks' threads may race (engine.parallel)
+                self.atomics += 1  # one that other blocks' threads may race on (parallel)
             if instr.op == "brx":
                 self.branch_indexed(instr, i, nxt)
                 continue
@@ -305,6 +305,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
         if handler is None:
             raise self.fail("not in the JIT's first slice")
         handler(instr)
+
 
 _SHARED_SPACES = frozenset({"shared", "shared::cta"})
 """An atomic on these is the block's own (:meth:`.access.MemoryLowering._atomic`)."""
