@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 
 from .sites import KernelInfo
 
@@ -165,6 +166,13 @@ class _Evaluator:
         raise _Unproven
 
 
+@lru_cache(maxsize=1024)
+def _accesses(proof: str) -> list:
+    """A proof's accesses, parsed once per proof (read-only): a kernel launched
+    in a loop parsed its JSON on every launch."""
+    return json.loads(proof)
+
+
 def launch_proven(kernel: KernelInfo, params: bytes, roots: Sequence, grid: Sequence[int],
                   block: Sequence[int], heap_tag=lambda tag: False) -> bool:
     """Whether every access of ``kernel``'s launch proof is in bounds for
@@ -174,7 +182,7 @@ def launch_proven(kernel: KernelInfo, params: bytes, roots: Sequence, grid: Sequ
         return False
     ev = _Evaluator(kernel, params, grid, block)
     try:
-        for acc in json.loads(kernel.proof):
+        for acc in _accesses(kernel.proof):
             if acc[0] == "reach":
                 if not ev.reached(acc[1]):
                     continue

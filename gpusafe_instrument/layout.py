@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -97,25 +98,33 @@ class Field:
 
 @dataclass(frozen=True)
 class Record:
-    """A C struct with a fixed byte layout."""
+    """A C struct with a fixed byte layout.  Its size, offsets and ``struct``
+    format are computed once (cached properties): the host packs and reads
+    records on every launch."""
 
     name: str  # the C struct name
     fields: tuple[Field, ...]
     doc: str = ""
 
-    @property
+    @cached_property
     def size(self) -> int:
         return sum(f.size for f in self.fields)
 
-    def offset(self, field_name: str) -> int:
-        off = 0
+    @cached_property
+    def _offsets(self) -> dict[str, int]:
+        out, off = {}, 0
         for f in self.fields:
-            if f.name == field_name:
-                return off
+            out[f.name] = off
             off += f.size
-        raise KeyError(f"{self.name} has no field {field_name!r}")
+        return out
 
-    @property
+    def offset(self, field_name: str) -> int:
+        try:
+            return self._offsets[field_name]
+        except KeyError:
+            raise KeyError(f"{self.name} has no field {field_name!r}") from None
+
+    @cached_property
     def format(self) -> str:
         """The ``struct`` format (little-endian, no implicit padding)."""
         out = "<"
@@ -124,7 +133,7 @@ class Record:
             out += f"{f.count}{code}" if f.count > 1 else code
         return out
 
-    @property
+    @cached_property
     def dtype(self) -> np.dtype:
         """A numpy structured dtype with the same layout."""
         parts = []
