@@ -183,12 +183,18 @@ class Emitter:
         return lim
 
     @functools.cached_property
+    def debug(self) -> bool:
+        """Whether the function is of a debug build (``.target ..., debug``:
+        ptxas compiles it at -O0, where every value the prologue computes
+        stays in a register for the whole function)."""
+        target = self.plan.module.target
+        return target is not None and "debug" in target.targets
+
+    @functools.cached_property
     def limits_at_use(self) -> bool:
         """Whether each filter loads its limit from its parameter (:meth:`limit`)."""
         plan = self.plan
-        target = plan.module.target
-        return (plan.kernel and target is not None and "debug" in target.targets
-                and limits_as_params(plan.fn.params, len(plan.slots)))
+        return self.debug and plan.kernel and limits_as_params(plan.fn.params, len(plan.slots))
 
     def pinned_limit(self, base: str, end: int) -> str:
         """The register holding how many offsets ``X`` from the pinned base
@@ -245,9 +251,17 @@ class Emitter:
             elif form is Form.WINDOW_ADDRESS:
                 name, vspace, bits = c.root  # type: ignore[misc]
                 root = plan.vars[name]
-                vlo = self._var_form(root, vspace, bits)
                 t = t64 if bits == 64 else self.reg("u", ".b32")
-                out.append(I(f"sub.u{bits}", t, c.reg, vlo))
+                if self.debug and c.reg != t:
+                    # the variable's address where it is compared, not in
+                    # the prologue (see ``debug``): 12 -G kernels of the
+                    # corpus need fewer registers, none more
+                    out.append(I(f"mov.u{bits}", t, name))
+                    if vspace == "generic":
+                        out.append(I(f"cvta.{root.space}.u64", t, t))
+                    out.append(I(f"sub.u{bits}", t, c.reg, t))
+                else:
+                    out.append(I(f"sub.u{bits}", t, c.reg, self._var_form(root, vspace, bits)))
                 if root.size is not None:
                     limit = root.size - max(c.end, 0)
                     if limit < 0:
