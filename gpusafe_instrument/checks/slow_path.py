@@ -376,10 +376,14 @@ def _inline_root(em: Emitter, acc: Access, addr: str, index: int,
         *([] if tally >= 0 else
           [I("ld.global.u32", tag, Address(Register(ctx), at + field("tag")))]),
         I("ld.global.u64", lo, Address(Register(ctx), at + field("low"))),
-        I("ld.global.u64", hi, Address(Register(ctx), at + field("high"))),
         *verdict(kind, ViolationKind.GLOBAL_OUT_OF_BOUNDS.code),
         I("setp.lt.u64", bad, addr, lo),
         I("bra", record, guard=ptx.Guard(bad)),
+        # the high end read once the low end is dead: the two are never
+        # live at once beside the kernel's values (issue 14: 184 corpus
+        # kernels need fewer registers than with both read first, 14 one
+        # more; over the optimised builds mean +3.41 -> +2.92)
+        I("ld.global.u64", hi, Address(Register(ctx), at + field("high"))),
         # a static zero-width access may start at the end
         I("setp.gt.u64" if a.size is None and a.width == 0 else "setp.ge.u64", bad, addr, hi),
         I("bra", record, guard=ptx.Guard(bad)),
