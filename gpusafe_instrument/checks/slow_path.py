@@ -637,7 +637,14 @@ def _global_lookup(em: Emitter, addr: str, freed: str, verdict: _Verdicts,
         I("setp.eq.u32", bad, n, 0),
         I("bra", none, guard=ptx.Guard(bad)),
         I("sub.u32", n, n, 1),
-        I("mad.wide.u32", ep, n, layout.HEAP_ENTRY.size, tp),
+        # the heap's address read again at each block from the context (it
+        # does not change in a launch): not live through the scan beside the
+        # kernel's values (issue 14: linked_list_walk 25 -> 24 at sm_75,
+        # pointer_table 23 -> 21; the same for the allocation table's
+        # search costs linked_list_walk -G one more)
+        em.load_ctx(),
+        I("ld.global.u64", ep, Address(Register(ctx), layout.LAUNCH_CONTEXT.offset("heap"))),
+        I("mad.wide.u32", ep, n, layout.HEAP_ENTRY.size, ep),
         I("ld.volatile.global.u32", state, block("state")),
         I("setp.eq.u32", bad, state, 0),
         I("bra", heap_loop, guard=ptx.Guard(bad)),
