@@ -11,6 +11,7 @@ end of its buffer, a pointer outside every allocation."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,3 +116,23 @@ def test_a_root_outside_every_allocation_is_reported_even_where_it_reaches_one()
     found, _, _, p = _vadd_with_a_wild_root(-4)
     assert {v.kind.value for v in found} == {"global-out-of-bounds"}
     assert sum(v.count for v in found) == 32 and {v.tag for v in found} == {0}
+
+
+@pytest.mark.parametrize(("source", "arch", "kernel", "bound"), [
+    ("structs.cu", "compute_75", "vector_types", 18),
+    ("arith_types.cu", "compute_80", "arith_f32", 20),
+])
+def test_a_root_slow_path_reads_the_high_end_after_judging_the_low(source, arch, kernel,
+                                                                   bound):
+    """The root's low end is compared before its high end is read: the two
+    are never live at once beside the kernel's values (read together first:
+    ``vector_types`` 22 registers at sm_75, ``arith_f32`` 22 at sm_80)."""
+    text = (Path(__file__).parent / "kernels" / source).read_text()
+    checked = instrument(nvrtc_compile(text, source, arch)).ptx
+    pairs = re.findall(r"ld\.global\.u64 \t%__gs_lo, \[%__gs_ctx\+(\d+)\];\n"
+                       r"\tsetp\.lt\.u64 \t%__gs_bad, %\w+, %__gs_lo;\n"
+                       r"\t@%__gs_bad bra \t\$__gs_\w+;\n"
+                       r"\tld\.global\.u64 \t%__gs_hi, \[%__gs_ctx\+(\d+)\];", checked)
+    assert pairs and all(int(hi) == int(lo) + 8 for lo, hi in pairs)
+    sm = "sm_" + arch.removeprefix("compute_")
+    assert ptxas(checked, sm, verbose=True).registers()[kernel] <= bound

@@ -21,6 +21,8 @@ function; their names and declaration order are part of the output.
 
 from __future__ import annotations
 
+import functools
+
 from .. import layout, ptx, query
 from .. import provenance as prov
 from ..nodes import (
@@ -164,11 +166,35 @@ class Emitter:
             out.append(I("mov.u64", t, addr.offset))
         return t, 64
 
-    def limit(self, slot: int) -> str:
-        """The register holding check slot ``slot``'s limit (the prologue loads it)."""
+    def limit(self, slot: int, out: list[Statement]) -> str:
+        """The register holding check slot ``slot``'s limit: loaded by the
+        prologue, or (a kernel of a debug build whose limits are parameters)
+        from its parameter into ``out``, right before the compare that uses
+        it.  ptxas at -O3 reads a parameter loaded once from the constant bank
+        at each use and keeps none in a register, but at -O0 (``-G``) it keeps
+        every value the prologue loads in a register for the whole kernel:
+        two per slot (issue 14: over the corpus's 288 -G kernels, 220 need
+        fewer registers loaded at each use, none more)."""
         lim = self.reg(f"lim{slot}", ".b64")
-        self.hoisted_limits.add(slot)
+        if self.limits_at_use:
+            out.append(I("ld.param.u64", lim, Address(Symbol(limit_param(slot)))))
+        else:
+            self.hoisted_limits.add(slot)
         return lim
+
+    @functools.cached_property
+    def debug(self) -> bool:
+        """Whether the function is of a debug build (``.target ..., debug``:
+        ptxas compiles it at -O0, where every value the prologue computes
+        stays in a register for the whole function)."""
+        target = self.plan.module.target
+        return target is not None and "debug" in target.targets
+
+    @functools.cached_property
+    def limits_at_use(self) -> bool:
+        """Whether each filter loads its limit from its parameter (:meth:`limit`)."""
+        plan = self.plan
+        return self.debug and plan.kernel and limits_as_params(plan.fn.params, len(plan.slots))
 
     def pinned_limit(self, base: str, end: int) -> str:
         """The register holding how many offsets ``X`` from the pinned base
@@ -210,7 +236,7 @@ class Emitter:
             if form in (Form.ROOT_OFFSET, Form.ROOT_CONSTANT, Form.ROOT_ADDRESS):
                 if c.start < 0 and form is Form.ROOT_CONSTANT:
                     return [I("bra.uni", slow)]
-                lim = self.limit(plan.slot(c.root, c.end, c.align))  # type: ignore[arg-type]
+                lim = self.limit(plan.slot(c.root, c.end, c.align), out)  # type: ignore[arg-type]
                 if form is Form.ROOT_CONSTANT:
                     setp("eq", 64, lim, 0)
                     continue
@@ -225,9 +251,17 @@ class Emitter:
             elif form is Form.WINDOW_ADDRESS:
                 name, vspace, bits = c.root  # type: ignore[misc]
                 root = plan.vars[name]
-                vlo = self._var_form(root, vspace, bits)
                 t = t64 if bits == 64 else self.reg("u", ".b32")
-                out.append(I(f"sub.u{bits}", t, c.reg, vlo))
+                if self.debug and c.reg != t:
+                    # the variable's address where it is compared, not in
+                    # the prologue (see ``debug``): 12 -G kernels of the
+                    # corpus need fewer registers, none more
+                    out.append(I(f"mov.u{bits}", t, name))
+                    if vspace == "generic":
+                        out.append(I(f"cvta.{root.space}.u64", t, t))
+                    out.append(I(f"sub.u{bits}", t, c.reg, t))
+                else:
+                    out.append(I(f"sub.u{bits}", t, c.reg, self._var_form(root, vspace, bits)))
                 if root.size is not None:
                     limit = root.size - max(c.end, 0)
                     if limit < 0:
