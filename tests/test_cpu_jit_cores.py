@@ -346,3 +346,20 @@ def test_shared_atomics_are_plain_updates_and_leave_the_kernel_parallel(monkeypa
         assert np.array_equal(np.frombuffer(mem.read(bins, 1024), np.uint32),
                               np.bincount(x, minlength=256))
     assert ran == ["jit"] * 3
+
+
+def test_a_launch_splits_by_the_work_its_last_launch_measured(monkeypatch):
+    """The histogram's 16384 threads are under MIN_RANGE_THREADS, but each
+    runs ~600 instructions: once a launch has measured that, the next one
+    is split over the threads; a short kernel of as many threads is not."""
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 32768)
+    assert cores.block_ranges(64, 2, 256) == [(0, 64)]
+    assert len(cores.block_ranges(64, 2, 256, per_thread=616.0)) == 8
+    assert cores.block_ranges(64, 2, 256, per_thread=22.0) == [(0, 64)]
+    monkeypatch.setenv("GPUSAFE_CPU_ENGINE", "jit")
+    program = Program(nvrtc_compile(VADD, "k.cu", "compute_75", ()), DeviceMemory())
+    n = 5 * 64
+    out, a, b = (program.memory.alloc(4 * n) for _ in range(3))
+    result = program.launch("vadd", (5, 1, 1), (64, 1, 1), 0, struct.pack("<QQQi", out, a, b, n))
+    vadd = next(f for f in program.module.functions if f.name == "vadd")
+    assert engine.compile_function(vadd).per_thread == result.instructions / n

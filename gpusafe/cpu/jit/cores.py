@@ -39,8 +39,15 @@ RANGES_PER_THREAD = 4
 (a worker that finishes early claims the next range)."""
 
 MIN_RANGE_THREADS = 32768
-"""GPU threads a range holds at least: handing a range to the pool costs tens of
+"""GPU threads a range holds at least when nothing better is known (a
+kernel's first launch): handing work to a helper thread costs tens of
 microseconds, what a few thousand compiled threads of a vector add take."""
+
+MIN_RANGE_WORK = 1_000_000
+"""Thread-instructions a range holds at least once the kernel's last launch
+told how many a thread runs (0.04-0.4 ms of compiled code): a grid of few
+threads that each loop long (the bench's histogram, 16384 threads of 616
+instructions) is worth both cores, a grid of many short ones may not be."""
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 """Pools by (process id, threads): a forked child inherits the parent's pool
@@ -61,11 +68,15 @@ def thread_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def block_ranges(blocks: int, threads: int, block_threads: int = 1) -> list[tuple[int, int]]:
+def block_ranges(blocks: int, threads: int, block_threads: int = 1,
+                 per_thread: float | None = None) -> list[tuple[int, int]]:
     """Contiguous [first, last) ranges covering ``blocks`` in order, each of at
-    least :data:`MIN_RANGE_THREADS` GPU threads where the grid has that many."""
-    pieces = min(blocks, threads * RANGES_PER_THREAD,
-                 blocks * block_threads // MIN_RANGE_THREADS)
+    least :data:`MIN_RANGE_WORK` thread-instructions (``per_thread``: what a
+    thread of the kernel's last launch ran) or, not knowing that, of
+    :data:`MIN_RANGE_THREADS` GPU threads, where the grid has that much."""
+    size = (blocks * block_threads // MIN_RANGE_THREADS if per_thread is None
+            else int(blocks * block_threads * per_thread) // MIN_RANGE_WORK)
+    pieces = min(blocks, threads * RANGES_PER_THREAD, size)
     pieces = 1 if threads <= 1 else max(pieces, 1)
     edges = [blocks * k // pieces for k in range(pieces + 1)]
     return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a] or [(0, 0)]
@@ -90,7 +101,7 @@ class Worker(Protocol):
 
 
 def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: int,
-               threads: int) -> tuple[int, int, Worker | None]:
+               threads: int, per_thread: float | None = None) -> tuple[int, int, Worker | None]:
     """Run the grid's block ranges on up to ``threads`` workers; returns (status,
     instructions, the worker whose range faulted first in block order, or None).
 
@@ -103,7 +114,7 @@ def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: 
     and no worker claims a range after the first fault found: every range
     before it was claimed already and runs to its end, so the fault a
     sequential run meets first is among those found."""
-    ranges = block_ranges(blocks, threads, block_threads)
+    ranges = block_ranges(blocks, threads, block_threads, per_thread)
     lock = threading.Lock()
     claimed = [0]
     faults: list[tuple[int, int, Worker]] = []  # (range, status, worker)

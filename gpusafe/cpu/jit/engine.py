@@ -188,6 +188,7 @@ class Compiled:
     parallel: bool = False  # blocks may run on several threads (see .cores)
     call_depth: int = 0  # deepest nesting of inlined device-function calls
     lanes: bool = False  # warps as vectors (:mod:`.lanes`): per-warp frames and states
+    per_thread: float | None = None  # instructions a thread ran in the last launch (.cores)
 
 
 LANES_MODES = ("0", "1", "all", "only")
@@ -682,12 +683,15 @@ def run(launch: Launch) -> None:
     watched = None if launch.deadline is None else \
         WATCHDOG.watch(launch.deadline - launch.clock(), halt)
     try:
-        status, count, worker = cores.run_ranges(new_worker, gx * gy * gz, launch.tpb, threads)
+        status, count, worker = cores.run_ranges(new_worker, gx * gy * gz, launch.tpb, threads,
+                                                 compiled.per_thread)
     finally:
         if watched is not None:
             WATCHDOG.unwatch(watched)
     del keep
     launch.count += count
+    if status == 0:
+        compiled.per_thread = count / max(1, gx * gy * gz * launch.tpb)
     if status == _TIMED_OUT:
         b = int(halt[1])
         block = (b % gx, b // gx % gy, b // (gx * gy))
