@@ -363,3 +363,35 @@ def test_a_launch_splits_by_the_work_its_last_launch_measured(monkeypatch):
     result = program.launch("vadd", (5, 1, 1), (64, 1, 1), 0, struct.pack("<QQQi", out, a, b, n))
     vadd = next(f for f in program.module.functions if f.name == "vadd")
     assert engine.compile_function(vadd).per_thread == result.instructions / n
+
+
+INC_DEC = r"""
+extern "C" __global__ void wrap(unsigned* c, unsigned* olds)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    olds[i] = atomicInc(&c[0], 37u) ^ atomicDec(&c[1], 41u);
+}
+"""
+
+
+def test_global_inc_and_dec_are_llvm_atomics_and_run_on_every_thread(monkeypatch):
+    """``atom.inc``/``atom.dec`` (what an instrumented kernel's tally counts
+    with below sm_90) are LLVM's wrapping atomics, so such a kernel keeps
+    both cores; the counters end as the interpreter's."""
+    monkeypatch.setattr(cores, "MIN_RANGE_THREADS", 32)
+    source = nvrtc_compile(INC_DEC, "k.cu", "compute_75", ())
+    assert "atom.global.inc.u32" in source and "atom.global.dec.u32" in source
+    wrap = next(f for f in Program(source, DeviceMemory()).module.functions if f.name == "wrap")
+    assert engine.compile_function(wrap).parallel
+    finals = []
+    for eng, threads in (("interp", 1), ("jit", 1), ("jit", 4)):
+        monkeypatch.setenv("GPUSAFE_CPU_ENGINE", eng)
+        monkeypatch.setenv("GPUSAFE_CPU_THREADS", str(threads))
+        mem = DeviceMemory()
+        program = Program(source, mem)
+        c, olds = mem.alloc(8), mem.alloc(4 * 12 * 96)
+        mem.write(c, np.array([5, 3], np.uint32))
+        program.launch("wrap", (12, 1, 1), (96, 1, 1), 0, struct.pack("<QQ", c, olds))
+        finals.append(bytes(mem.read(c, 8)))
+    n = 12 * 96
+    assert finals == [np.array([(5 + n) % 38, (3 - n) % 42], np.uint32).tobytes()] * 3

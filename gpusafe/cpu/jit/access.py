@@ -136,13 +136,13 @@ class MemoryLowering(RunChecks):
         """One thread's atomic, an LLVM ``atomicrmw``/``cmpxchg`` (relaxed,
         PTX's default order) where LLVM has the operation, so that blocks on
         several OS threads (:mod:`.cores`) lose no update; ``inc``/``dec`` are
-        a plain load, update and store, exact while threads run one after
-        another (such a kernel stays on one thread).  A ``.shared`` atomic is
+        LLVM's ``uinc_wrap``/``udec_wrap`` (a tally of the instrumented kernel
+        counts with ``atom.inc`` below sm_90).  A ``.shared`` atomic is
         always the plain update: a block's window belongs to the one OS
         thread running its threads one after another (the bench's histogram,
         one ``atom.shared`` per input byte: 5.0 ms locked, 3.5 ms plain).
-        The update is the interpreter's (:func:`gpusafe.cpu.atomics.update_fn`); the final memory and the old
-        values are the interpreter's whenever its lane order is the JIT's
+        The update is the interpreter's (:func:`gpusafe.cpu.atomics.update_fn`);
+        the final memory and the old values are the interpreter's whenever its lane order is the JIT's
         thread order for that address (each thread's atomics on an address
         in one instruction between barriers), and a float sum may round
         otherwise."""
@@ -155,7 +155,10 @@ class MemoryLowering(RunChecks):
         align = BITS[t] // 8
         rmw = {"add": "fadd" if t in ("f32", "f64") else "add", "and": "and", "or": "or",
                "xor": "xor", "exch": "xchg",
-               "min": "min" if signed else "umin", "max": "max" if signed else "umax"}
+               "min": "min" if signed else "umin", "max": "max" if signed else "umax",
+               # PTX's atom.inc/dec.u32 to the letter: old >= b ? 0 : old + 1, and
+               # old == 0 || old > b ? b : old - 1 (LLVM's wrapping increments)
+               "inc": "uinc_wrap", "dec": "udec_wrap"}
         if space == SHARED:  # the block's own window: its threads run one after another
             self._atomic_update(old, ptr, op, lt, vals, signed)
         elif op in rmw and not (op in ("min", "max") and t in ("f32", "f64")):
