@@ -85,3 +85,51 @@ def test_a_debug_callees_own_window_counts_through_the_call():
     assert kinds(o) == {"local-out-of-bounds"}
     assert o.occurrences == 4
     assert_same(o)
+
+
+def test_a_debug_callees_slow_path_performs_a_good_access_itself():
+    """A -G device function's slow path performs a good access with a copy of
+    the instruction instead of branching back before it (``rewrite.
+    FunctionRewriter._again``): ``sinf`` of ``math_f32`` -G sm_80 needed 48
+    registers with the branch back, 42 without (the kernel: 35 plain)."""
+    text = (KERNELS / "math.cu").read_text()
+    debug = instrument(nvrtc_compile(text, "math.cu", "compute_80", ("-G",))).ptx
+    start = re.search(r"\bsinf\([^;{]*\{", debug).start()  # the definition
+    assert "bra.uni \t$__gs_do" not in debug[start:debug.index("\n}", start)]
+    assert ptxas(debug, "sm_80", verbose=True).registers()["math_f32"] <= 42
+
+
+AGAIN = r"""
+__device__ __noinline__ float get(float* const* slots, int t)
+{
+    return slots[t][0];  // a pointer loaded from memory: the runtime's lookup
+}
+
+extern "C" __global__ void again(float* out, float** slots, float* data)
+{
+    int t = threadIdx.x;
+    slots[t] = data + t;
+    out[t] = get(slots, t);
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [8, 10])
+def test_a_debug_callees_good_access_from_its_slow_path(threads):
+    """The copy performs the access the runtime's lookup found good (the
+    outputs of the plain and checked runs agree), and refuses the two past
+    ``data``."""
+    ptx = nvrtc_compile(AGAIN, "k.cu", "compute_75", ("-G",))
+    body = _body(instrument(ptx).ptx, "_Z3getPKPfi")
+    assert "__gpusafe_check, (" in body and "bra.uni \t$__gs_do" not in body
+    data = np.arange(1, 9, dtype=np.float32)
+    o = run_both(None, "again", (1, 1, 1), (threads, 1, 1),
+                 [Buf(np.zeros(threads, np.float32)), Buf(np.zeros(threads, np.uint64)),
+                  Buf(data)], ptx_text=ptx)
+    if threads == 8:
+        assert kinds(o) == set()
+        assert_same(o)
+        assert list(np.frombuffer(o.checked_out[0], np.float32)) == list(data)
+    else:
+        assert kinds(o) == {"global-out-of-bounds"}
+        assert o.occurrences == 2
