@@ -301,3 +301,21 @@ def test_a_generic_read_past_a_constant_array_is_a_window_check():
     assert {k[0] for k in o.device} == {"global-out-of-bounds"}
     assert o.occurrences == 2  # cw[8], cw[9]
     assert_same(o)
+
+
+def test_a_tally_counts_with_an_atom_inc_below_sm_90():
+    """Below sm_90 a tally counts with ``atom.inc`` bounded at 0xfffffffe,
+    which ptxas does not turn into a warp-aggregated atomic as it does an
+    ``atom.add`` of 1 whose old value is used (``records._tally_atomic``):
+    ``atomic_inc_dec`` sm_75 needed 20 registers with the add (7 plain).
+    At sm_90 the add stays.  The counts are exact (the vadd tests above:
+    12 offenders of one site, counted through the inc at sm_75)."""
+    from pathlib import Path
+    text = (Path(__file__).parent / "kernels" / "atomics.cu").read_text()
+    sm75 = instrument(nvrtc_compile(text, "atomics.cu", "compute_75")).ptx
+    assert "atom.global.inc.u32 \t%__gs_ri" in sm75
+    assert "atom.global.add.u32 \t%__gs_ri" not in sm75
+    assert ptxas(sm75, "sm_75", verbose=True).registers()["atomic_inc_dec"] <= 17
+    sm90 = instrument(nvrtc_compile(text, "atomics.cu", "compute_90")).ptx
+    assert "atom.global.add.u32 \t%__gs_ri" in sm90
+    assert "atom.global.inc.u32 \t%__gs_ri" not in sm90

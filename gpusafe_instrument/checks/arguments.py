@@ -429,11 +429,11 @@ def _in_variable(em: Emitter, acc: Access, addr: str, bits: int, verdicts: _Verd
     with (``verdicts.kind`` holds the variable's out-of-bounds kind)."""
     v = acc.value
     assert isinstance(v, prov.Ptr) and isinstance(v.root, prov.ArgRoot)
-    low, size = em.argument_window(v.root.index, acc.access.space, bits)
+    out: list[Statement] = []
+    low, size = em.argument_window(v.root.index, acc.access.space, bits, out)
     bad, off = em.reg("bad", ".pred"), em.reg("off", ".b64")
     record = verdicts.record
     static_empty = acc.access.size is None and acc.access.width == 0
-    out: list[Statement] = []
     if bits != 64:
         lo64, size64 = em.reg("lo", ".b64"), em.reg("hi", ".b64")
         out += [I("cvt.u64.u32", lo64, low), I("cvt.u64.u32", size64, size)]

@@ -34,6 +34,7 @@ from ..nodes import (
     Register,
     Statement,
     Symbol,
+    Variable,
     Vector,
 )
 from ..runtime import CONTEXT_PARAM
@@ -358,15 +359,48 @@ class Emitter:
         out.append(I("bra", slow, guard=ptx.Guard(p)))
         return out
 
-    def argument_window(self, k: int, space: str = "local", bits: int = 64) -> tuple[str, str]:
+    def argument_window(self, k: int, space: str = "local", bits: int = 64,
+                        out: list[Statement] | None = None) -> tuple[str, str]:
         """Registers holding the window of pointer parameter ``k`` as
         ``space`` addresses of ``bits`` bits: its low end and its size (the
-        prologue loads them)."""
+        prologue loads them).  Where the size is kept in 32 bits
+        (:attr:`narrow_windows`) it is widened into a temporary, appended
+        to ``out``, and that temporary returned."""
         key = (k, space, bits)
         tag = f"{k}{_FORM_TAGS[space]}{'' if bits == 64 else 'h'}"
+        narrow = bits == 64 and self.narrow_windows
         self.argument_forms.setdefault(key, (self.reg(f"wl{tag}", f".b{bits}"),
-                                             self.reg(f"wn{tag}", f".b{bits}")))
-        return self.argument_forms[key]
+                                             self.reg(f"wn{tag}", ".b32" if narrow
+                                                      else f".b{bits}")))
+        low, size = self.argument_forms[key]
+        if not narrow:
+            return low, size
+        assert out is not None
+        wide = self.reg("wz", ".b64")
+        out.append(I("cvt.u64.u32", wide, size))
+        return low, wide
+
+    @functools.cached_property
+    def narrow_windows(self) -> bool:
+        """Whether a window's size is kept in 32 bits, at most 0xffffffff
+        (a larger allocation's window shrinks to its first 4 GiB: an access
+        past them goes to the slow path, which judges a root against its
+        bounds in the launch context): in a device function of a debug
+        build, where ptxas at -O0 keeps the window from entry in callee-saved
+        registers beside the values live across the tally's call
+        (``table_sum`` of ``device_global_ptr`` -G sm_80 40 -> 34), that
+        makes no atomic access (the -G atomics' callees: up to 11 more,
+        ptxas), when every variable of the module is smaller (a variable's
+        window is judged against its size in the slow path)."""
+        plan = self.plan
+        if plan.kernel or not self.debug or any(
+                a.instr.op in ("atom", "red") for a in plan.accesses):
+            return False
+        for item in plan.module.items:
+            if type(item) is Variable and item.space in (".global", ".const") and (
+                    item.size is None or item.size >= 0xFFFFFFFF):
+                return False
+        return True
 
     def argument_filter(self, acc: Access, slow: str) -> list[Statement]:
         """An access through a pointer parameter whose callers pass a
@@ -385,7 +419,7 @@ class Emitter:
         addr, bits = self.address_reg(acc, out)
         p = self.reg("p", ".pred")
         t = self.reg("t", ".b64") if bits == 64 else self.reg("u", ".b32")
-        low, size = self.argument_window(v.root.index, a.space, bits)
+        low, size = self.argument_window(v.root.index, a.space, bits, out)
         w = a.width
         out.append(I(f"sub.u{bits}", t, addr, low))
         out.append(I(f"add.u{bits}", t, t, w))
@@ -450,13 +484,17 @@ class Emitter:
             out.append(I("mov.u64", self.reg("uchi", ".b64"), layout.EMPTY_WINDOW[1]))
         for (k, space, bits), (low, size) in sorted(self.argument_forms.items()):
             lo_param, hi_param = window_params(k)
-            lo64, size64 = (low, size) if bits == 64 else (self.reg("t", ".b64"),
-                                                          self.reg("a", ".b64"))
+            narrow = bits == 64 and self.narrow_windows
+            lo64, size64 = (low, size) if bits == 64 and not narrow else (
+                low if bits == 64 else self.reg("t", ".b64"), self.reg("a", ".b64"))
             out.append(I("ld.param.u64", lo64, Address(Symbol(lo_param))))
             out.append(I("ld.param.u64", size64, Address(Symbol(hi_param))))
             out.append(I("sub.u64", size64, size64, lo64))
             if space != "generic":
                 out.append(I(f"cvta.to.{space}.u64", lo64, lo64))
+            if narrow:
+                out.append(I("min.u64", size64, size64, 0xFFFFFFFF))
+                out.append(I("cvt.u32.u64", size, size64))
             if bits != 64:
                 out.append(I("cvt.u32.u64", low, lo64))
                 out.append(I("cvt.u32.u64", size, size64))

@@ -128,11 +128,30 @@ class FunctionRewriter:
                 self._pure.add(id(acc))
             pre: Code = [I("bra", slow, guard=ptx.Guard(unit.dom.pred))]
             pre.append(ptx.Label(do))
-            return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip)
+            return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip,
+                                                     again=self._again(acc))
         pre = self._fast_filter(acc, slow, unit if unit is not None and unit.used else None,
                                 hoist)
         pre.append(ptx.Label(do))
-        return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip)
+        return pre, [ptx.Label(skip)], slow_path(em, acc, slow, do, skip,
+                                                 again=self._again(acc))
+
+    def _again(self, acc: Access) -> bool:
+        """Whether ``acc``'s slow path performs a good access itself (a copy
+        of the instruction, then on to ``skip``) instead of branching back
+        to ``do``: in a device function of a debug build, where ptxas at -O0
+        keeps a convergence barrier for the branch back in a callee-saved
+        register across the tally's call (``sinf`` of ``math_f32`` -G sm_80
+        48 -> 42 registers); for the innermost access of its instruction
+        (the one whose ``do`` is right before it), neither warp-collective
+        nor atomic (the -G atomics' callees need 2 more with a copy)."""
+        plan, instr = self.plan, acc.instr
+        if plan.kernel or not self.em.debug or instr.op in CONVERGENT \
+                or instr.op in ("atom", "red") or "aligned" in instr.modifiers:
+            return False
+        order = self._order[id(acc)]
+        return not any(a.path == acc.path and a.mode not in UNCHECKED_MODES
+                       and self._order[id(a)] > order for a in plan.accesses)
 
     def _place(self, acc: Access, pre: Code, post: Code) -> None:
         """Accesses of one instruction nest in their order: the first outermost."""

@@ -50,10 +50,23 @@ from .emission import Emitter, I, window_params
 from .planning import Access, Mode
 
 
-def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
+def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str, *,
+              again: bool = False) -> list[Statement]:
     """The code at label ``slow``: back to ``do`` to perform the access, or on
     to ``skip`` (after the instruction) without it; printed at once (one
-    :class:`~gpusafe_instrument.nodes.Verbatim`: nothing later looks into it)."""
+    :class:`~gpusafe_instrument.nodes.Verbatim`: nothing later looks into it).
+    ``again``: a good access is performed here, by a copy of the instruction,
+    then on to ``skip`` (``rewrite.FunctionRewriter._again``)."""
+    code = _slow_path(em, acc, slow, do, skip)
+    if not again:
+        return code
+    text = "".join(v.text for v in code)  # type: ignore[attr-defined]
+    back = statements_text([I("bra.uni", do)])
+    performed = statements_text([acc.instr, I("bra.uni", skip)])
+    return [Verbatim(text.replace(back, performed))]
+
+
+def _slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
     instr = acc.instr
     plan = em.plan
     out: list[Statement] = [ptx.Label(slow)]
@@ -148,8 +161,15 @@ def _runtime_lookup(em: Emitter, acc: Access, addr: str, do: str,
                                        (".b64", hi), (".b32", width), (".b32", a.alignment),
                                        (".b32", acc.site), (".b32", how)], status))
     q = em.reg("q", ".pred")
-    out.append(I("setp.eq.u32", q, status, 0))
-    out.append(I("bra", do, guard=ptx.Guard(q)))
+    if em.debug and not em.plan.kernel:
+        # the good access's way out unconditional, so that a debug build's
+        # device function performs it here (``slow_path``'s ``again``)
+        refused = em.label("refd")
+        out += [I("setp.ne.u32", q, status, 0), I("bra", refused, guard=ptx.Guard(q)),
+                I("bra.uni", do), ptx.Label(refused)]
+    else:
+        out.append(I("setp.eq.u32", q, status, 0))
+        out.append(I("bra", do, guard=ptx.Guard(q)))
     out.extend(_not_performed(em, acc))
     out.append(I("bra.uni", skip))
     return out
