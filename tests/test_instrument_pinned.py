@@ -1,4 +1,4 @@
-"""Pinned lookups (``optimisation.LoopHoister._pin``, ``slow_path.pinned_query``):
+"""Pinned lookups (``optimisation.LoopHoister._pin``, ``lookup.pinned_query``):
 a loop's accesses through a base loaded from memory that the loop never
 changes are checked as offsets against what one query of the base found.
 Every bug the query does not cover still reaches the slow path and is

@@ -1,4 +1,4 @@
-"""The inline lookup of pointers loaded from memory (``slow_path._inline_lookup``)
+"""The inline lookup of pointers loaded from memory (``lookup.inline_lookup``)
 keeps few values live beside the kernel's (issue 14, the runtime's callees):
 the kind and the tag of a record are set on the way to it, the allocation's
 state is a predicate, the judge keeps the offset and the size but not the

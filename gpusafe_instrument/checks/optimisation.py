@@ -25,9 +25,9 @@ from . import conditions as cond
 from . import ranges
 from .conditions import Cond, Form
 from .emission import Emitter, I
+from .lookup import pinned_query
 from .planning import Access, FunctionPlan, Mode
 from .ranges import all_defs
-from .slow_path import pinned_query
 
 
 @dataclass(eq=False)
