@@ -131,11 +131,8 @@ def inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str,
     if space in ("local", "generic"):
         out.append(ptx.Label(local))
         if a.alignment > 1:
-            t = em.reg("span", ".b64")
-            out.append(I("and.b64", t, addr, a.alignment - 1))
-            out.append(I("setp.ne.u64", bad, t, 0))
-            out.append(I("bra", verdict(ViolationKind.MISALIGNED_ACCESS, tagged=False),
-                         guard=ptx.Guard(bad)))
+            out.extend(_misaligned(em.reg("span", ".b64"), addr, a.alignment, bad,
+                                   verdict(ViolationKind.MISALIGNED_ACCESS, tagged=False)))
         out.append(I("bra.uni", forget))
     out.extend(verdict.code())
     out.extend(records.record(em, acc, addr, verdict.kind, verdict.tag))
@@ -146,6 +143,14 @@ def inline_lookup(em: Emitter, acc: Access, addr: str, do: str, skip: str,
     out.extend(_empty_cache(em))
     out.append(I("bra.uni", do))
     return out
+
+
+def _misaligned(scratch: str, addr: str, alignment: int, bad: str,
+                misaligned: str) -> list[Statement]:
+    """Branch to ``misaligned`` when ``addr`` is not a multiple of ``alignment``."""
+    return [I("and.b64", scratch, addr, alignment - 1),
+            I("setp.ne.u64", bad, scratch, 0),
+            I("bra", misaligned, guard=ptx.Guard(bad))]
 
 
 def _empty_cache(em: Emitter) -> list[Statement]:
@@ -315,11 +320,8 @@ def _judge(em: Emitter, acc: Access, addr: str, t: str, size: str, freed: str | 
         I("add.u64", size, size, width),
     ]
     if a.alignment > 1:
-        m = em.reg("al", ".b64")
-        out.append(I("and.b64", m, addr, a.alignment - 1))
-        out.append(I("setp.ne.u64", bad, m, 0))
-        out.append(I("bra", verdict(ViolationKind.MISALIGNED_ACCESS, tagged=tagged),
-                     guard=ptx.Guard(bad)))
+        out.extend(_misaligned(em.reg("al", ".b64"), addr, a.alignment, bad,
+                               verdict(ViolationKind.MISALIGNED_ACCESS, tagged=tagged)))
     if cache is not None:
         if cache:
             out.append(I("setp.lt.u64", bad, size, cache))
