@@ -38,3 +38,17 @@ def test_launches_share_one_thread():
         WATCHDOG.unwatch(WATCHDOG.watch(60.0, h))
     assert threading.active_count() == before
     assert not any(h[0] for h in halts)
+
+
+def test_a_forked_child_gets_its_own_thread_and_lock():
+    import os
+    halt = np.zeros(2, np.uint32)
+    WATCHDOG.unwatch(WATCHDOG.watch(60.0, halt))
+    with WATCHDOG._cond:  # held by the parent at the fork, as the thread may hold it
+        pid = os.fork()
+        if pid == 0:
+            child = np.zeros(2, np.uint32)
+            WATCHDOG.watch(0.05, child)
+            os._exit(0 if _set_within(child, 10.0) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -28,9 +28,15 @@ class Watchdog:
     """Deadlines (``time.monotonic()``) and the ``halt`` word each sets."""
 
     def __init__(self) -> None:
+        self._ids = itertools.count()
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            # a forked child has no thread, and its copy of the lock may be held
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._cond = threading.Condition()
         self._entries: dict[int, tuple[float, np.ndarray]] = {}
-        self._ids = itertools.count()
         self._wake = float("inf")  # when the thread wakes next (inf: when told)
         self._pid = -1  # the process whose thread this is: a forked child starts its own
 
