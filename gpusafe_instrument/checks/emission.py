@@ -86,6 +86,14 @@ spells the same registers and numbers over and over."""
 _SPELLED_LIMIT = 1 << 16
 
 
+def target_sm(module) -> int:
+    """The number of the ``sm_NN`` ``module``'s ``.target`` names (0: none)."""
+    target = module.target
+    sm = next((t for t in target.targets if t.startswith("sm_")), "") if target else ""
+    digits = "".join(ch for ch in sm[3:] if ch.isdigit())
+    return int(digits) if digits else 0
+
+
 def _op(x) -> object:
     t = type(x)
     if t is str or t is int:

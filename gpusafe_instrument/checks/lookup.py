@@ -24,7 +24,7 @@ from ..nodes import (
 )
 from ..runtime import DYNAMIC_SHARED
 from . import records
-from .emission import Emitter, I
+from .emission import Emitter, I, target_sm
 from .planning import Access
 
 
@@ -336,12 +336,8 @@ def _judge(em: Emitter, acc: Access, addr: str, t: str, size: str, freed: str | 
 def warp_collectives(module) -> bool:
     """Whether ``module``'s code may use ``activemask``/``match.sync``
     (PTX ISA 6.2 on sm_70 or later)."""
-    version, target = module.version, module.target
-    if version is None or target is None or version.number < (6, 2):
-        return False
-    sm = next((t for t in target.targets if t.startswith("sm_")), "")
-    digits = "".join(ch for ch in sm[3:] if ch.isdigit())
-    return bool(digits) and int(digits) >= 70
+    version = module.version
+    return version is not None and version.number >= (6, 2) and target_sm(module) >= 70
 
 
 def pinned_query(em: Emitter, base: str, limits: dict[int, str]) -> list[Statement]:

@@ -19,7 +19,7 @@ from .. import layout, ptx
 from .. import provenance as prov
 from ..nodes import Address, Instruction, Register, Statement, Symbol, Verbatim
 from ..runtime import TALLY_FUNCTION
-from .emission import Emitter, I
+from .emission import Emitter, I, target_sm
 from .planning import Access
 
 _RECORD = layout.VIOLATION_RECORD.offset
@@ -123,8 +123,7 @@ def _calls_tally(em: Emitter) -> bool:
     caller with it; behind a call, 34.  An optimised build compiles each
     callee into its caller, where the inline tally costs less than a call,
     and a kernel has no callee-saved registers to avoid."""
-    target = em.plan.module.target
-    return not em.plan.kernel and target is not None and "debug" in target.targets
+    return not em.plan.kernel and em.debug
 
 
 def _tally_call(em: Emitter, addr: str, tally: int,
@@ -212,10 +211,7 @@ def _tally_atomic(em: Emitter, old: str, count: Address) -> Instruction:
     -> 17 registers, 142 kernels fewer over the corpus at sm_75/80, none
     more).  At sm_90 the add (the aggregation there costs little: 12
     kernels fewer with the inc, 2 more, ``matmul_tiled16`` 32 -> 38)."""
-    target = em.plan.module.target
-    sm = next((t for t in target.targets if t.startswith("sm_")), "") if target else ""
-    digits = "".join(ch for ch in sm[3:] if ch.isdigit())
-    if digits and int(digits) < 90:
+    if 0 < target_sm(em.plan.module) < 90:
         return I("atom.global.inc.u32", old, count, TALLY_WRAP)
     return I("atom.global.add.u32", old, count, 1)
 
