@@ -236,7 +236,7 @@ def test_lanes_storing_to_one_address_leave_the_last_lanes_value(monkeypatch):
     assert out[0][0] == 30 and list(out[0][1:]) == [21, 45, 69, 93]
 
 
-def test_by_default_kernels_with_warp_instructions_or_no_loops_take_the_lanes_lowering(
+def test_by_default_kernels_with_warp_instructions_barriers_or_no_loops_take_the_lanes_lowering(
         monkeypatch):
     from gpusafe.cpu.jit.engine import compile_function, has_loops
     from gpusafe_instrument.parser import parse
@@ -245,10 +245,11 @@ def test_by_default_kernels_with_warp_instructions_or_no_loops_take_the_lanes_lo
     assert {f.name: has_loops(f) for f in module.functions} == {
         "vector_add": False, "matmul": True, "block_sum": False, "histogram": True}
     kinds = {f.name: compile_function(f).lanes for f in module.functions}
-    assert kinds == {"vector_add": True, "matmul": False, "block_sum": True,
-                     "histogram": False}
+    assert kinds == dict.fromkeys(("vector_add", "matmul", "block_sum", "histogram"), True)
     waiting = parse(_ptx(WAITING)).functions[0]
     assert has_loops(waiting) and compile_function(waiting).lanes  # shfl in a loop
+    diverge = parse(_ptx(DIVERGE)).functions[0]  # a loop, no barrier: per thread
+    assert has_loops(diverge) and not compile_function(diverge).lanes
     monkeypatch.setenv("GPUSAFE_JIT_LANES", "0")
     assert not compile_function(module.functions[2]).lanes  # block_sum
     monkeypatch.setenv("GPUSAFE_JIT_LANES", "sometimes")
@@ -369,3 +370,105 @@ def test_over_the_edge_budget_every_pick_goes_to_one_shared_switch(monkeypatch):
     trips = np.where(np.arange(64) % 5 == 2, 20000, np.arange(64) % 7).astype(np.int32)
     _same(PICKS.replace("t % 4 == 1", "t % 4 == 3"), "picks", (1, 1, 1), (64, 1, 1),
           [np.zeros(64, np.int32), trips], b"", monkeypatch)
+
+
+GROUPED = r"""
+extern "C" __global__ void grouped(float *out, const float *in, const double *wide,
+                                   const signed char *bytes, int shift) {
+    __shared__ float s[256];
+    __shared__ double sw[64];
+    int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    int n = blockDim.x * blockDim.y * blockDim.z;
+    for (int k = t; k < 256; k += n) s[k] = in[k];
+    for (int k = t; k < 64; k += n) sw[k] = wide[k];
+    __syncthreads();
+    int x = threadIdx.x, y = threadIdx.y & 15;
+    float v = s[y * 16 + x] + 2.0f * s[y * 16 + x + 1];  // a row of the tile a group
+    v += s[y * 16 + 5];                                   // one value a group
+    v += (float)sw[(y & 3) * 8 + (x & 7)];                // 8-byte rows
+    if (x % 3 != 1) v += s[y * 16 + 15 - x];              // part of the warp, descending
+    v += in[(t & ~7) + shift];                            // global, one a group
+    v += (float)bytes[t + shift];                         // 1-byte global rows
+    out[t] = v;
+}
+"""
+
+
+def _grouped_args(threads: int, shift: int) -> tuple[list[np.ndarray], bytes]:
+    rng = np.random.default_rng(6)
+    arrays = [np.zeros(threads, np.float32), rng.standard_normal(256).astype(np.float32),
+              rng.standard_normal(64), rng.integers(-100, 100, 160, dtype=np.int8)]
+    return arrays, struct.pack("<i", shift)
+
+
+@pytest.mark.parametrize("block", [(16, 4, 1), (8, 8, 1), (12, 4, 1), (3, 5, 7), (1, 40, 1)])
+@pytest.mark.parametrize("shift", [0, 3])
+def test_loads_in_groups_of_lanes_are_the_interpreters(monkeypatch, block, shift):
+    # rows of 16 or 8 lanes: every group of 8 lanes one row (consecutive) or one
+    # address, the grouped loads; rows of 12, 3 or 1: groups straddle rows, the
+    # general path (and the warp's %tid with 1, 3 or 6 row wraps)
+    threads = block[0] * block[1] * block[2]
+    arrays, scalars = _grouped_args(threads, shift)
+    _same(GROUPED, "grouped", (1, 1, 1), block, arrays, scalars, monkeypatch)
+
+
+@pytest.mark.parametrize("shift", [-5000, 624, 1000])
+def test_a_grouped_load_outside_device_memory_is_the_interpreters_error(monkeypatch, shift):
+    # -5000 and 1000: every group's address outside device memory; 624: the
+    # first warp's first two groups of `in` inside, the next ones past the
+    # arena's end (lane 16 the first bad one)
+    arrays, scalars = _grouped_args(64, shift)
+    e = _same_error(GROUPED, "grouped", (1, 1, 1), (16, 4, 1), arrays, scalars, monkeypatch)
+    assert "not device memory" in str(e)
+
+
+def test_the_grouped_loads_run_in_the_test_above(monkeypatch):
+    # the same launch with the grouped loads' values replaced by zeros differs
+    # from the interpreter: the fast path, not the general one, served the loads
+    from gpusafe.cpu.jit import engine, lanes_groups
+    original = lanes_groups.GroupedLoads.grouped_load
+
+    def zeroed(self, operand, width, lt, window):
+        g = original(self, operand, width, lt, window)
+        if g is not None:
+            self.zeroed.append(g)
+        return g
+
+    def lower(self):
+        self.zeroed = []
+        ir = original_lower(self)
+        for g in self.zeroed:
+            ir = ir.replace(f"[%gcv{g}, %GC{g}]", f"[zeroinitializer, %GC{g}]")
+            ir = ir.replace(f"[%gbv{g}, %GB{g}]", f"[zeroinitializer, %GB{g}]")
+        return ir
+    from gpusafe.cpu.jit.lanes import _LaneLowerer
+    original_lower = _LaneLowerer.lower
+    monkeypatch.setattr(lanes_groups.GroupedLoads, "grouped_load", zeroed)
+    monkeypatch.setattr(_LaneLowerer, "lower", lower)
+    monkeypatch.setattr(engine, "_CACHE", {})
+    monkeypatch.setenv("GPUSAFE_JIT_CACHE", "0")
+    arrays, scalars = _grouped_args(64, 0)
+    ref = _run("interpreter", GROUPED, "grouped", (1, 1, 1), (16, 4, 1), arrays, scalars,
+               monkeypatch)[0][0]
+    got = _run("jit", GROUPED, "grouped", (1, 1, 1), (16, 4, 1), arrays, scalars,
+               monkeypatch)[0][0]
+    assert ref.tobytes() != got.tobytes()
+
+
+TIDS = r"""
+extern "C" __global__ void tids(int *out) {
+    int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    out[t] = threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [(1, 33, 2), (3, 5, 7), (16, 16, 1), (5, 1, 9), (32, 2, 1),
+                                   (7, 9, 1), (40, 1, 1)])
+def test_each_lanes_thread_index_where_warps_wrap_rows_and_planes(monkeypatch, block):
+    threads = block[0] * block[1] * block[2]
+    out = _same(TIDS, "tids", (1, 1, 1), block, [np.zeros(threads, np.int32)], b"",
+                monkeypatch)[0]
+    z, rest = np.divmod(np.arange(threads), block[0] * block[1])
+    y, x = np.divmod(rest, block[0])
+    assert np.array_equal(out, x | y << 10 | z << 20)

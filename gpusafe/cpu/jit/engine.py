@@ -197,8 +197,9 @@ LANES_MODES = ("0", "1", "all", "only")
 def lanes_mode() -> str:
     """``GPUSAFE_JIT_LANES``: ``1`` (the default) compiles with the lanes
     lowering (:mod:`.lanes`) the kernels it covers that have warp-synchronous
-    instructions (where the per-thread lowering suspends every thread at
-    each, and vectors win) or no loops (:func:`has_loops`), every other
+    instructions or block barriers (:func:`suspends_threads`: the per-thread
+    lowering suspends every thread at each, and vectors win: the bench's
+    tiled matmul 53 -> 32 ms) or no loops (:func:`has_loops`), every other
     kernel per thread; ``all`` every kernel it covers; ``0`` none; ``only``
     every kernel it covers and refuses the rest (for tests: the launch then
     runs on the interpreter, named)."""
@@ -395,18 +396,19 @@ def _instructions(statements: list) -> Iterator[nodes.Instruction | nodes.Label]
             yield s
 
 
-def has_warp_instructions(function: nodes.Function) -> bool:
-    """Whether the kernel's own body has ``shfl``/``vote``/``bar.warp.sync``."""
-    return any(isinstance(s, nodes.Instruction) and (
-        s.op in ("shfl", "vote") or (s.op == "bar" and "warp" in s.modifiers))
-        for s in _instructions(function.body or []))
+def suspends_threads(function: nodes.Function) -> bool:
+    """Whether the kernel's own body has ``shfl``/``vote``/``bar.warp.sync`` or
+    a block barrier: where the per-thread lowering suspends every thread (its
+    frame saved, the round loop's dispatch), the lanes lowering a warp."""
+    return any(isinstance(s, nodes.Instruction) and s.op in ("shfl", "vote", "bar", "barrier")
+               for s in _instructions(function.body or []))
 
 
 def has_loops(function: nodes.Function) -> bool:
     """Whether the kernel's own body branches back (or branches through a
-    table, which may): in a loop the lanes lowering's masked steps cost more
-    than the per-thread lowering's straight code (the bench's matmul 2-3x),
-    outside one its vectors win (the vector add 3-5x)."""
+    table, which may): in a loop where lanes take different trips the lanes
+    lowering's masked steps cost more than the per-thread lowering's straight
+    code; outside one its vectors win (the vector add 3-5x)."""
     seen: set[str] = set()
     for s in _instructions(function.body or []):
         if isinstance(s, nodes.Label):
@@ -422,7 +424,7 @@ def _lower_and_compile(function: nodes.Function, functions: dict | None,
     """Object code and its metadata: the lanes lowering where it covers the
     kernel (and ``GPUSAFE_JIT_LANES`` allows), else the per-thread one."""
     mode = lanes_mode()
-    if mode in ("all", "only") or (mode == "1" and (has_warp_instructions(function)
+    if mode in ("all", "only") or (mode == "1" and (suspends_threads(function)
                                                    or not has_loops(function))):
         try:
             lanes = lower_lanes(function, module_globals)
@@ -605,7 +607,7 @@ class _Worker:
         self.ctx[5] = self.hints.ctypes.data
         self.buffers = buffers if buffers is not None else _BlockBuffers(launch, compiled)
         self.buffers.fill(self.ctx)
-        self.count = np.zeros(1, np.uint64)
+        self.count = _own_line()
 
     @property
     def instructions(self) -> int:
@@ -614,6 +616,17 @@ class _Worker:
     def run(self, first: int, last: int) -> int:
         return self.compiled.run(self.params.ctypes.data, self.ctx.ctypes.data,
                                  self.count.ctypes.data, *self.dims, first, last)
+
+
+def _own_line() -> np.ndarray:
+    """A worker's instruction counter, alone in its 128 bytes (two cache lines,
+    the pair the adjacent-line prefetcher fetches together): the compiled code
+    adds to it at every warp's suspension, and two workers' counters in one
+    line made each core wait for the other's (the matmul on two cores: 1.1-1.4x
+    the speed of one; 1.9x apart)."""
+    line = np.zeros(48, np.uint64)
+    first = (-line.ctypes.data % 128) // 8
+    return line[first:first + 1]
 
 
 def _symbol(key: Any, launch: Launch) -> int:

@@ -38,6 +38,7 @@ from gpusafe_instrument import nodes
 from .alu import AluLowering
 from .bits import BitLowering
 from .floats import FloatLowering
+from .lanes_groups import load_runs
 from .lanes_mem import LaneMemory
 from .lanes_picks import AT_BARRIER, DONE, WARP_WAIT, pick_blocks, pick_label, plan_picks
 from .lanes_vec import LANES, splat, vec_type, vectorize_declaration
@@ -296,6 +297,7 @@ class _LaneLowerer(LaneMemory, AluLowering, UnaryLowering, BitLowering, FloatLow
                 joins.add(i + 1)
                 suspends = True
         self.joins, self.warp_points, self.suspends = joins, warps, suspends
+        self.load_runs = load_runs(self.flat, joins | warps)
         self.picks = plan_picks(self.flat, warps, self.branch_target)
         for i, (instr, scopes) in enumerate(flat):
             self.scopes, self.instr, self.index = scopes, instr, i
@@ -456,8 +458,6 @@ _TID = f"""  %tx0 = urem i32 %wb, %bx
   %tz0 = udiv i32 %tq0, %by
   %txe = add i32 %tx0, 31
   %nowrap = icmp ult i32 %txe, %bx
-  br i1 %nowrap, label %tid_fast, label %tid_loop
-tid_fast:
   %tfx = insertelement {_V32} poison, i32 %tx0, i64 0
   %tfxv = shufflevector {_V32} %tfx, {_V32} poison, {_V32} zeroinitializer
   %tf0 = add {_V32} %tfxv, %lanev
@@ -465,38 +465,39 @@ tid_fast:
   %tf1 = shufflevector {_V32} %tfy, {_V32} poison, {_V32} zeroinitializer
   %tfz = insertelement {_V32} poison, i32 %tz0, i64 0
   %tf2 = shufflevector {_V32} %tfz, {_V32} poison, {_V32} zeroinitializer
-  br label %tid_done
-tid_loop:
-  %tk = phi i32 [0, %entry], [%tk1, %tid_loop]
-  %tx = phi i32 [%tx0, %entry], [%tx2, %tid_loop]
-  %ty = phi i32 [%ty0, %entry], [%ty2, %tid_loop]
-  %tz = phi i32 [%tz0, %entry], [%tz1, %tid_loop]
-  %vx = phi {_V32} [poison, %entry], [%vx1, %tid_loop]
-  %vy = phi {_V32} [poison, %entry], [%vy1, %tid_loop]
-  %vz = phi {_V32} [poison, %entry], [%vz1, %tid_loop]
-  %vx1 = insertelement {_V32} %vx, i32 %tx, i32 %tk
-  %vy1 = insertelement {_V32} %vy, i32 %ty, i32 %tk
-  %vz1 = insertelement {_V32} %vz, i32 %tz, i32 %tk
-  %txn = add i32 %tx, 1
-  %xw = icmp eq i32 %txn, %bx
-  %tx2 = select i1 %xw, i32 0, i32 %txn
-  %tyn = add i32 %ty, 1
-  %ty1 = select i1 %xw, i32 %tyn, i32 %ty
-  %yw = icmp eq i32 %ty1, %by
-  %ty2 = select i1 %yw, i32 0, i32 %ty1
-  %tzn = add i32 %tz, 1
-  %tz1 = select i1 %yw, i32 %tzn, i32 %tz
-  %tk1 = add i32 %tk, 1
-  %tmore = icmp ult i32 %tk1, {LANES}
-  br i1 %tmore, label %tid_loop, label %tid_done
+  %tbx = insertelement {_V32} poison, i32 %bx, i64 0
+  %tbxv = shufflevector {_V32} %tbx, {_V32} poison, {_V32} zeroinitializer
+  %tby = insertelement {_V32} poison, i32 %by, i64 0
+  %tbyv = shufflevector {_V32} %tby, {_V32} poison, {_V32} zeroinitializer
+  br i1 %nowrap, label %tid_done, label %tid_wrap
+tid_wrap:
+  %vx = phi {_V32} [%tf0, %entry], [%vx2, %tid_wrap]
+  %vy = phi {_V32} [%tf1, %entry], [%vy2, %tid_wrap]
+  %vz = phi {_V32} [%tf2, %entry], [%vz2, %tid_wrap]
+  %xw = icmp uge {_V32} %vx, %tbxv
+  %vxs = sub {_V32} %vx, %tbxv
+  %vx2 = select {_V1} %xw, {_V32} %vxs, {_V32} %vx
+  %xw1 = zext {_V1} %xw to {_V32}
+  %vy1 = add {_V32} %vy, %xw1
+  %yw = icmp eq {_V32} %vy1, %tbyv
+  %vy2 = select {_V1} %yw, {_V32} zeroinitializer, {_V32} %vy1
+  %yw1 = zext {_V1} %yw to {_V32}
+  %vz2 = add {_V32} %vz, %yw1
+  %xwn = icmp uge {_V32} %vx2, %tbxv
+  %xwb = bitcast {_V1} %xwn to i32
+  %xwm = icmp ne i32 %xwb, 0
+  br i1 %xwm, label %tid_wrap, label %tid_done
 tid_done:
-  %sv0 = phi {_V32} [%tf0, %tid_fast], [%vx1, %tid_loop]
-  %sv1 = phi {_V32} [%tf1, %tid_fast], [%vy1, %tid_loop]
-  %sv2 = phi {_V32} [%tf2, %tid_fast], [%vz1, %tid_loop]
+  %sv0 = phi {_V32} [%tf0, %entry], [%vx2, %tid_wrap]
+  %sv1 = phi {_V32} [%tf1, %entry], [%vy2, %tid_wrap]
+  %sv2 = phi {_V32} [%tf2, %entry], [%vz2, %tid_wrap]
 """
 """``%tid`` of the warp's lanes without a vector division (32 scalar ones on
-AVX2): lane 0's from the warp's first linear index, then x + lane when the
-warp does not wrap a row, else lane by lane with the wraps."""
+AVX2): lane 0's from the warp's first linear index, x + lane in every lane,
+then, while some lane's x is past the row, that row's wrap in those lanes (y
+one more, and z one more where y wraps): one round for each row the warp
+reaches into, all lanes at once (inserting lane by lane went through the
+stack, a stalled store and reload per lane)."""
 
 _DECLS = ("declare i32 @llvm.ctpop.i32(i32)\n"
           "declare i32 @llvm.vector.reduce.umin.v32i32(<32 x i32>)\n"

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from gpusafe_instrument import nodes
 
-from .lanes_values import LaneValues
+from .lanes_groups import GroupedLoads
 from .lanes_vec import LANES, splat, vec_type
 from .values import (
     ACCESS_ATOMIC,
@@ -53,7 +53,7 @@ def _mangle(lt: str) -> str:
     return f"v{LANES}{_ELEM[lt]}"
 
 
-class LaneMemory(LaneValues):
+class LaneMemory(GroupedLoads):
     """``op_ld``, ``op_st``, ``op_atom``/``op_red``, ``op_shfl``, ``op_vote``."""
 
     def _space(self, instr: nodes.Instruction) -> tuple[int, str]:
@@ -88,29 +88,35 @@ class LaneMemory(LaneValues):
         self.raw(f"{out} = add {_V64} {v}, {splat('i64', str(operand.offset))}")
         return out
 
-    def _check(self, addr: str, space: int, width: int) -> str:
+    def _window(self, space: int, width: int) -> tuple[str, str, str]:
+        """The access's window: ``n``, the host pointer of its first byte
+        (``%b{n}``/``%shared``) and the last start where ``width`` fits
+        (``%s{n}`` is its first address); a global access's site hint."""
+        n = "_" + self.new()[2:]
+        if space == SHARED:
+            self.raw(f"%lim{n} = sub i64 %sstride, {width}\n  %s{n} = add i64 0, 0")
+            return n, "%shared", f"%lim{n}"
+        site = self.sites
+        self.sites += 1
+        self.site_of[n] = site
+        self.raw(f"%hp{n} = getelementptr i64, ptr %ctx, i64 5\n"
+                 f"  %hints{n} = load ptr, ptr %hp{n}\n"
+                 f"  %sp{n} = getelementptr i64, ptr %hints{n}, i64 {site * 4}\n"
+                 f"  %s{n} = load i64, ptr %sp{n}\n"
+                 f"  %ep{n} = getelementptr i64, ptr %sp{n}, i64 1\n"
+                 f"  %e{n} = load i64, ptr %ep{n}\n"
+                 f"  %bp{n} = getelementptr i64, ptr %sp{n}, i64 2\n"
+                 f"  %b{n} = load ptr, ptr %bp{n}")
+        return n, f"%b{n}", f"%e{n}"
+
+    def _check(self, addr: str, space: int, width: int,
+               window: tuple[str, str, str] | None = None) -> str:
         """Branches to ``con{n}`` (the executing lanes' addresses consecutive
         from lane 0's, all inside the segment or window: ``%cp{n}`` points at
         lane 0's bytes), ``gat{n}`` (scattered, all inside: ``%ptrs{n}``) or
         ``slow{n}`` (some lane fails: lane by lane); returns ``n``."""
-        n = "_" + self.new()[2:]
+        n, base, limit = window or self._window(space, width)
         steps = "<" + ", ".join(f"i64 {k * width}" for k in range(LANES)) + ">"
-        if space == SHARED:
-            self.raw(f"%lim{n} = sub i64 %sstride, {width}\n  %s{n} = add i64 0, 0")
-            base, limit = "%shared", f"%lim{n}"
-        else:
-            site = self.sites
-            self.sites += 1
-            self.site_of[n] = site
-            self.raw(f"%hp{n} = getelementptr i64, ptr %ctx, i64 5\n"
-                     f"  %hints{n} = load ptr, ptr %hp{n}\n"
-                     f"  %sp{n} = getelementptr i64, ptr %hints{n}, i64 {site * 4}\n"
-                     f"  %s{n} = load i64, ptr %sp{n}\n"
-                     f"  %ep{n} = getelementptr i64, ptr %sp{n}, i64 1\n"
-                     f"  %e{n} = load i64, ptr %ep{n}\n"
-                     f"  %bp{n} = getelementptr i64, ptr %sp{n}, i64 2\n"
-                     f"  %b{n} = load ptr, ptr %bp{n}")
-            base, limit = f"%b{n}", f"%e{n}"
         # consecutive: lane k at lane 0's start + k * width (inactive lanes free)
         self.raw(f"%cr{n} = sub {_V64} {addr}, {steps}\n"
                  f"  %c0{n} = extractelement {_V64} %cr{n}, i64 0")
@@ -225,10 +231,16 @@ class LaneMemory(LaneValues):
             return
         if isinstance(d, nodes.Vector):
             raise self.fail("vector loads (not in the lanes lowering)")
-        n, t, addr, space = self._access(instr, ACCESS_READ)
-        ptrs = f"%ptrs{n}"
+        space, t = self._space(instr)
+        if any(m in ("v2", "v4", "volatile") for m in instr.modifiers):
+            raise self.fail("vector or volatile accesses (not in the lanes lowering)")
         lt = llvm_type(t)
         vt = vec_type(lt)
+        window = self._window(space, BITS[t] // 8)
+        grouped = self.grouped_load(a, BITS[t] // 8, lt, window)
+        addr = self.lane_address(a)
+        n = self._check(addr, space, BITS[t] // 8, window)
+        ptrs = f"%ptrs{n}"
         self.intrinsics.add(f"declare {vt} @llvm.masked.gather.{_mangle(lt)}.v{LANES}p0"
                             f"(<{LANES} x ptr>, i32, {_V1}, {vt})")
         self.intrinsics.add(f"declare {vt} @llvm.masked.load.{_mangle(lt)}.p0"
@@ -249,7 +261,15 @@ class LaneMemory(LaneValues):
         self.raw(f"br label %join{n}")
         self.lines.append(f"join{n}:")
         self.raw(f"%val{n} = phi {vt} [%g{n}, %gat{n}], [%cl{n}, %con{n}], [{acc}, %lx{n}]")
-        self.write(d, t, f"%val{n}")
+        value = f"%val{n}"
+        if grouped is not None:
+            self.raw(f"br label %GJ{grouped}")
+            self.lines.append(f"GJ{grouped}:")
+            g = grouped
+            self.raw(f"%gval{g} = phi {vt} [%gcv{g}, %GC{g}], [%gbv{g}, %GB{g}], "
+                     f"[{value}, %join{n}]")
+            value = f"%gval{g}"
+        self.write(d, t, value)
 
     def op_st(self, instr: nodes.Instruction) -> None:
         a, s = instr.operands
