@@ -207,14 +207,12 @@ class LaneMemory(GroupedLoads):
         self.lines.append(f"lx{n}:")
         return f"%acc2{n}" if acc_ty else None
 
-    def _access(self, instr: nodes.Instruction, access: int) -> tuple[str, str, str, int]:
+    def _access(self, instr: nodes.Instruction) -> tuple[int, str, int]:
+        """A load's or store's space, type and width in bytes."""
         space, t = self._space(instr)
         if any(m in ("v2", "v4", "volatile") for m in instr.modifiers):
             raise self.fail("vector or volatile accesses (not in the lanes lowering)")
-        width = BITS[t] // 8
-        addr = self.lane_address(instr.operands[0 if access != ACCESS_READ else 1])
-        n = self._check(addr, space, width)
-        return n, t, addr, space
+        return space, t, BITS[t] // 8
 
     def op_ld(self, instr: nodes.Instruction) -> None:
         d, a = instr.operands
@@ -231,15 +229,13 @@ class LaneMemory(GroupedLoads):
             return
         if isinstance(d, nodes.Vector):
             raise self.fail("vector loads (not in the lanes lowering)")
-        space, t = self._space(instr)
-        if any(m in ("v2", "v4", "volatile") for m in instr.modifiers):
-            raise self.fail("vector or volatile accesses (not in the lanes lowering)")
+        space, t, width = self._access(instr)
         lt = llvm_type(t)
         vt = vec_type(lt)
-        window = self._window(space, BITS[t] // 8)
-        grouped = self.grouped_load(a, BITS[t] // 8, lt, window)
+        window = self._window(space, width)
+        g = self.grouped_load(a, width, lt, window)
         addr = self.lane_address(a)
-        n = self._check(addr, space, BITS[t] // 8, window)
+        n = self._check(addr, space, width, window)
         ptrs = f"%ptrs{n}"
         self.intrinsics.add(f"declare {vt} @llvm.masked.gather.{_mangle(lt)}.v{LANES}p0"
                             f"(<{LANES} x ptr>, i32, {_V1}, {vt})")
@@ -254,7 +250,7 @@ class LaneMemory(GroupedLoads):
         self.lines.append(f"slow{n}:")
 
         def one() -> str:
-            p = self._lane_pointer(n, space, addr, BITS[t] // 8, ACCESS_READ)
+            p = self._lane_pointer(n, space, addr, width, ACCESS_READ)
             self.raw(f"%lv{n} = load {lt}, ptr {p}, align 1")
             return f"%lv{n}"
         acc = self._lane_loop(n, one, vt)
@@ -262,10 +258,9 @@ class LaneMemory(GroupedLoads):
         self.lines.append(f"join{n}:")
         self.raw(f"%val{n} = phi {vt} [%g{n}, %gat{n}], [%cl{n}, %con{n}], [{acc}, %lx{n}]")
         value = f"%val{n}"
-        if grouped is not None:
-            self.raw(f"br label %GJ{grouped}")
-            self.lines.append(f"GJ{grouped}:")
-            g = grouped
+        if g is not None:
+            self.raw(f"br label %GJ{g}")
+            self.lines.append(f"GJ{g}:")
             self.raw(f"%gval{g} = phi {vt} [%gcv{g}, %GC{g}], [%gbv{g}, %GB{g}], "
                      f"[{value}, %join{n}]")
             value = f"%gval{g}"
@@ -275,11 +270,12 @@ class LaneMemory(GroupedLoads):
         a, s = instr.operands
         if isinstance(s, nodes.Vector):
             raise self.fail("vector stores (not in the lanes lowering)")
-        _, t = split_type(instr)
+        space, t, width = self._access(instr)
         lt = llvm_type(t)
         vt = vec_type(lt)
         value = self.vconst(self.read(s, t), lt)
-        n, t, addr, space = self._access(instr, ACCESS_WRITE)
+        addr = self.lane_address(a)
+        n = self._check(addr, space, width)
         ptrs = f"%ptrs{n}"
         self.intrinsics.add(f"declare void @llvm.masked.scatter.{_mangle(lt)}.v{LANES}p0"
                             f"({vt}, <{LANES} x ptr>, i32, {_V1})")
@@ -293,7 +289,7 @@ class LaneMemory(GroupedLoads):
         self.lines.append(f"slow{n}:")
 
         def one() -> str:
-            p = self._lane_pointer(n, space, addr, BITS[t] // 8, ACCESS_WRITE)
+            p = self._lane_pointer(n, space, addr, width, ACCESS_WRITE)
             self.raw(f"%sv{n} = extractelement {vt} {value}, i32 %k{n}\n"
                      f"  store {lt} %sv{n}, ptr {p}, align 1")
             return ""
