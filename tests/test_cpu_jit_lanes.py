@@ -257,6 +257,22 @@ def test_by_default_kernels_with_warp_instructions_barriers_or_no_loops_take_the
         compile_function(module.functions[2])
 
 
+def test_by_default_kernels_past_the_size_limit_stay_per_thread(monkeypatch):
+    # the instrumented matmul (thousands of instructions: 301 s to compile as
+    # lanes) per thread, the instrumented block sum and histogram as lanes
+    from gpusafe.cpu.jit import engine
+    from gpusafe.cpu.jit.engine import prefers_lanes, suspends_threads
+    from gpusafe_instrument.checks import instrument
+    from gpusafe_instrument.parser import parse
+    plain = {f.name: f for f in parse(_ptx(BENCH_KERNELS)).functions}
+    checked = {f.name: f for f in parse(instrument(_ptx(BENCH_KERNELS)).ptx).functions}
+    assert all(prefers_lanes(f) for f in plain.values())
+    assert prefers_lanes(checked["block_sum"]) and prefers_lanes(checked["histogram"])
+    assert suspends_threads(checked["matmul"]) and not prefers_lanes(checked["matmul"])
+    monkeypatch.setattr(engine, "LANES_MAX_INSTRUCTIONS", 10_000)
+    assert prefers_lanes(checked["matmul"])  # the size alone decided
+
+
 WAITING = r"""
 extern "C" __global__ void waiting(int *out, const int *trips, int n) {
     int t = threadIdx.x;
@@ -472,3 +488,45 @@ def test_each_lanes_thread_index_where_warps_wrap_rows_and_planes(monkeypatch, b
     z, rest = np.divmod(np.arange(threads), block[0] * block[1])
     y, x = np.divmod(rest, block[0])
     assert np.array_equal(out, x | y << 10 | z << 20)
+
+
+ATOMICS = r"""
+extern "C" __global__ void atomics(unsigned *g, int *gs, unsigned long long *g64, float *gf,
+                                   double *gd, int *out) {
+    // each address taken by one instruction between barriers: the interpreter
+    // runs an instruction for every thread, the JIT a warp on to its barrier
+    __shared__ unsigned s[24];
+    __shared__ int ss[24];
+    int t = threadIdx.x;
+    if (t < 24) { s[t] = t * 3; ss[t] = -t; }
+    __syncthreads();
+    unsigned k = t % 8;
+    out[t * 8 + 0] = atomicAdd(&g[k], t);
+    out[t * 8 + 1] = atomicInc(&g[8 + k], 5);
+    out[t * 8 + 2] = atomicDec(&g[16 + k], 3);
+    out[t * 8 + 3] = atomicMin(&gs[k], 40 - t);
+    out[t * 8 + 4] = atomicMax(&gs[8 + k], t * 7 - 100);
+    out[t * 8 + 5] = atomicAnd(&g[24 + k], ~(1u << (t % 32)))
+                   ^ atomicOr(&g[32 + k], 1u << (t % 32)) ^ atomicXor(&g[40 + k], t * 0x1234567u);
+    out[t * 8 + 6] = atomicExch(&g[48 + k], t) + atomicCAS(&g[56 + k], t % 3, t);
+    atomicAdd(&g64[k], (unsigned long long)t << 33);
+    atomicAdd(&gf[k], t * 0.25f);
+    atomicAdd(&gd[k], t * 0.125);
+    if (t % 3 != 2)  // part of the warp
+        out[t * 8 + 7] = atomicInc(&s[k], 9) + atomicCAS(&s[8 + k], t % 5, t)
+                       + atomicMin(&ss[k], t - 20) + atomicMax(&ss[8 + k], 2 * t)
+                       + atomicExch(&ss[16 + k], t) + atomicDec(&s[16 + k], 4);
+    __syncthreads();
+    if (t < 24) { out[70 * 8 + t] = s[t]; out[70 * 8 + 24 + t] = ss[t]; }
+}
+"""
+
+
+def test_every_atomic_goes_lane_by_lane_as_the_interpreters(monkeypatch):
+    # add/inc/dec/min/max/and/or/xor/exch/cas on global u32/s32, red on u64/f32/f64,
+    # and shared ones under a partial mask: the old values and the memory after
+    rng = np.random.default_rng(8)
+    g = rng.integers(0, 7, 64, dtype=np.uint32)
+    arrays = [g, rng.integers(-50, 50, 16, dtype=np.int32), np.zeros(8, np.uint64),
+              np.zeros(8, np.float32), np.zeros(8, np.float64), np.zeros(70 * 8 + 48, np.int32)]
+    _same(ATOMICS, "atomics", (1, 1, 1), (70, 1, 1), arrays, b"", monkeypatch)

@@ -199,8 +199,8 @@ def lanes_mode() -> str:
     lowering (:mod:`.lanes`) the kernels it covers that have warp-synchronous
     instructions or block barriers (:func:`suspends_threads`: the per-thread
     lowering suspends every thread at each, and vectors win: the bench's
-    tiled matmul 53 -> 32 ms) or no loops (:func:`has_loops`), every other
-    kernel per thread; ``all`` every kernel it covers; ``0`` none; ``only``
+    tiled matmul 53 -> 32 ms) or no loops (:func:`has_loops`), up to a size
+    (:func:`prefers_lanes`), every other kernel per thread; ``all`` every kernel it covers; ``0`` none; ``only``
     every kernel it covers and refuses the rest (for tests: the launch then
     runs on the interpreter, named)."""
     raw = os.environ.get("GPUSAFE_JIT_LANES", "").strip() or "1"
@@ -419,13 +419,33 @@ def has_loops(function: nodes.Function) -> bool:
     return False
 
 
+LANES_MAX_INSTRUCTIONS = 1000
+"""Past this many PTX instructions the default takes the per-thread lowering:
+the lanes lowering's IR is about six times the per-thread one's and LLVM's
+time on it grows faster than its size.  The instrumented 16x16 tiled matmul
+(6,868 instructions: the checks of 32 unrolled shared loads, and the body's
+checked copy) compiled in 301 s as lanes (10.5 MB of IR) against 5 s per
+thread, and ran slower too (340 against 143 ms a 512^2 launch); the
+instrumented histogram (705) and block sum (497) compile in 0.4-4 s as lanes
+and run faster (2.4 against 2.7 ms, 5.9 against 26 ms).  The corpus's own
+kernels that the default sends to lanes have at most 168."""
+
+
+def prefers_lanes(function: nodes.Function) -> bool:
+    """``GPUSAFE_JIT_LANES=1``'s choice: a kernel with warp instructions or
+    block barriers (:func:`suspends_threads`) or without loops
+    (:func:`has_loops`), of at most :data:`LANES_MAX_INSTRUCTIONS`."""
+    size = sum(1 for s in _instructions(function.body or []) if isinstance(s, nodes.Instruction))
+    return size <= LANES_MAX_INSTRUCTIONS and (suspends_threads(function)
+                                               or not has_loops(function))
+
+
 def _lower_and_compile(function: nodes.Function, functions: dict | None,
                        module_globals: frozenset, tm: Any) -> tuple[bytes, dict]:
     """Object code and its metadata: the lanes lowering where it covers the
     kernel (and ``GPUSAFE_JIT_LANES`` allows), else the per-thread one."""
     mode = lanes_mode()
-    if mode in ("all", "only") or (mode == "1" and (suspends_threads(function)
-                                                   or not has_loops(function))):
+    if mode in ("all", "only") or (mode == "1" and prefers_lanes(function)):
         try:
             lanes = lower_lanes(function, module_globals)
         except Unsupported:

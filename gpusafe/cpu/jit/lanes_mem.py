@@ -11,10 +11,11 @@ one in lane order through the per-thread lowering's ``@resolve`` /
 ``@shared_ptr``, which refresh the hint or record the interpreter's error
 (same class, same message, the first bad lane's) and stop the launch.
 
-*Atomics* (``add``) go lane by lane in lane order, as the interpreter applies
-them: a global one an LLVM ``atomicrmw`` (blocks on several OS threads lose
-no update), a shared one a plain load, add and store (the block's window is
-its OS thread's alone).
+*Atomics* (every form the per-thread lowering takes, :mod:`.atomics`) go
+lane by lane in lane order, as the interpreter applies them: a global one an
+LLVM ``atomicrmw``/``cmpxchg`` (blocks on several OS threads lose no update),
+a shared one a plain load, update and store (the block's window is its OS
+thread's alone).
 
 *Warp instructions* are operations on the vectors: ``shfl.sync`` reads the
 source lane's register whatever that lane does (as the interpreter reads its
@@ -29,6 +30,7 @@ from collections.abc import Callable
 
 from gpusafe_instrument import nodes
 
+from .atomics import atomic_form, compiled_atomic
 from .lanes_groups import GroupedLoads
 from .lanes_vec import LANES, splat, vec_type
 from .values import (
@@ -298,56 +300,49 @@ class LaneMemory(GroupedLoads):
         self.lines.append(f"join{n}:")
 
     def _atomic(self, instr: nodes.Instruction, dest: nodes.Operand | None,
-                a: nodes.Operand, b: nodes.Operand) -> None:
-        mods, t = split_type(instr)
-        ops = [m for m in mods if m in ("add", "min", "max", "inc", "dec", "and", "or", "xor",
-                                         "exch", "cas")]
-        if ops != ["add"] or t not in ("u32", "s32", "u64", "f32"):
-            raise self.fail(f"atomics other than add.u32/s32/u64/f32 ({mods})")
-        space = SHARED if ("shared" in mods or "shared::cta" in mods) else \
-            GLOBAL if "global" in mods else None
-        rest = set(mods) - {"add", "global", "shared", "shared::cta", "relaxed", "gpu", "cta",
-                            "sys", "noftz"}
-        if space is None or rest:
-            raise self.fail(f"atomic modifiers {sorted(rest) or 'generic'}")
+                a: nodes.Operand, srcs: list[nodes.Operand], op: str, t: str,
+                space: int) -> None:
+        """Lane by lane in lane order, as the interpreter applies them, each
+        lane's the per-thread lowering's (:func:`.atomics.compiled_atomic`)."""
+        if space not in (GLOBAL, SHARED):
+            raise self.fail("generic atomics (not in the lanes lowering)")
         lt = llvm_type(t)
         vt = vec_type(lt)
-        value = self.vconst(self.read(b, t), lt)
+        values = [self.vconst(self.read(x, t), lt) for x in srcs]
         addr = self.lane_address(a)
         n = "_" + self.new()[2:]
         if space == GLOBAL:
             self.site_of[n] = self.sites
             self.sites += 1
             self.atomics += 1
-        width = BITS[t] // 8
-        add = "fadd" if t == "f32" else "add"
 
         def one() -> str:
-            p = self._lane_pointer(n, space, addr, width, ACCESS_ATOMIC)
-            self.raw(f"%xv{n} = extractelement {vt} {value}, i32 %k{n}")
-            if space == SHARED:  # the block's own window, one lane after another
-                self.raw(f"%old{n} = load {lt}, ptr {p}, align {width}\n"
-                         f"  %new{n} = {add} {lt} %old{n}, %xv{n}\n"
-                         f"  store {lt} %new{n}, ptr {p}, align {width}")
-            else:
-                self.raw(f"%old{n} = atomicrmw {add} ptr {p}, {lt} %xv{n} monotonic, "
-                         f"align {width}")
+            p = self._lane_pointer(n, space, addr, BITS[t] // 8, ACCESS_ATOMIC)
+            lane = []
+            for k, v in enumerate(values):
+                self.raw(f"%xv{n}_{k} = extractelement {vt} {v}, i32 %k{n}")
+                lane.append(f"%xv{n}_{k}")
+            text, intrinsics = compiled_atomic(f"%old{n}", p, op, t, lt, lane, space, self.new)
+            self.intrinsics.update(intrinsics)
+            self.raw(text)
             return f"%old{n}"
         old = self._lane_loop(n, one, vt)
         if dest is not None:
             self.write(dest, t, old)
 
     def op_atom(self, instr: nodes.Instruction) -> None:
-        if len(instr.operands) != 3:
+        op, t, space = atomic_form(instr, self.fail)
+        if len(instr.operands) != (4 if op == "cas" else 3):
             raise self.fail("form")
-        d, a, b = instr.operands
-        self._atomic(instr, d, a, b)
+        d, a, *srcs = instr.operands
+        self._atomic(instr, d, a, srcs, op, t, space)
 
     def op_red(self, instr: nodes.Instruction) -> None:
-        if len(instr.operands) != 2:
+        op, t, space = atomic_form(instr, self.fail)
+        if op == "cas" or len(instr.operands) != 2:
             raise self.fail("form")
         a, b = instr.operands
-        self._atomic(instr, None, a, b)
+        self._atomic(instr, None, a, [b], op, t, space)
 
     # -- warp instructions (after the wait of :mod:`.lanes`) ---------------------
 
