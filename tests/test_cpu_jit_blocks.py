@@ -4,6 +4,7 @@ interpreter, bit for bit."""
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -834,3 +835,21 @@ def test_registers_live_at_a_barrier_start_at_zero_in_every_block(monkeypatch):
     out = _same(STALE, "stale", (3, 1, 1), (32, 1, 1), [np.zeros(96, np.uint32)], b"",
                 monkeypatch)
     assert list(out[0][:3]) == [1, 2, 3]
+
+
+@pytest.mark.slow  # instrumenting and lowering a kernel: about 1 s
+def test_yield_points_are_the_loops_back_edges_not_branches_back_in_the_text():
+    # a loop (its back edge), and a slow path placed after the code that
+    # branches back to it (no cycle): only the loop's edge is a yield point
+    from gpusafe.cpu.jit.regions import back_edges
+    succ = {0: [1], 1: [2, 5], 2: [3], 3: [1, 4], 4: [7], 5: [6], 6: [2], 7: [8]}
+    assert back_edges(8, lambda i: succ[i]) == {(3, 1)}
+    # the instrumented tiled matmul: 79 branches go back in its text (its
+    # slow paths' returns), one is its loop's: the per-thread lowering
+    # yields there only
+    from gpusafe_instrument.checks import instrument
+    from gpusafe_instrument.parser import parse
+    from gpusafe_testkit.bench_kernels import BENCH_KERNELS
+    ptx = instrument(nvrtc_compile(BENCH_KERNELS, "bench.cu", "compute_90")).ptx
+    matmul = next(f for f in parse(ptx).functions if f.name == "matmul")
+    assert len(re.findall(r"%y\d+h = icmp eq i32", lower_kernel(matmul).ir)) == 1

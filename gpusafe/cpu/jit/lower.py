@@ -20,7 +20,7 @@ from .bits import BitLowering
 from .calls import CallLowering
 from .floats import FloatLowering
 from .halves import HalfLowering
-from .regions import BarrierLowering, live_at
+from .regions import BarrierLowering, back_edges, live_at
 from .unary import UnaryLowering
 from .values import BITS, TRAP_BRX, Unsupported
 from .warps import WarpLowering
@@ -94,6 +94,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
         self.flat_scopes = [scopes for _, scopes in flat]
         self.flat = [instr for instr, _ in flat]
         n = len(flat)
+        self.back = back_edges(n, lambda i: self.successors(self.flat, i))
         self.uses = [set() for _ in range(n + 1)]
         self.defs = [set() for _ in range(n + 1)]
         for i, (instr, scopes) in enumerate(flat):
@@ -116,7 +117,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
             if instr.op == "bra":
                 target = self.target(instr)
                 p = self.guard(instr.guard) if instr.guard is not None else None
-                if int(target[2:]) <= i:
+                if (i, int(target[2:])) in self.back:
                     self.backward(int(target[2:]), p or "true", nxt if p else None)
                 elif p is None:
                     self.emit(f"br label {target}")
@@ -276,7 +277,7 @@ class _Lowerer(CallLowering, AluLowering, UnaryLowering, BitLowering, FloatLower
                   f"i32 {instr.line})\n  br label %fault")
         for k, target in enumerate(targets):
             self.lines.append(f"X{i}_{k}:")
-            if target <= i:
+            if (i, target) in self.back:
                 self.backward(target, "true", None)
             else:
                 self.emit(f"br label %L{target}")

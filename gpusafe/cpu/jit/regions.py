@@ -179,3 +179,34 @@ def live_at(flat: list[nodes.Instruction], points: list[int], uses: list[set[str
                 live_in[i] = new
                 changed = True
     return [{r for r in names if live_in[p] & bit[r]} for p in points]
+
+
+def back_edges(n: int, successors: Callable[[int], list[int]]) -> set[tuple[int, int]]:
+    """The back edges of a depth-first search over flat indices ``0..n-1``
+    (from 0, then from every index not reached yet): every cycle holds one,
+    so a thread that yields at them yields in every loop, and a branch that
+    only goes back in the text (an out-of-line slow path returning to the
+    code after its check, as the instrumentation places them) is no yield
+    point: its target's registers need no frame slot."""
+    state = [0] * n  # 0 new, 1 on the stack, 2 done
+    back: set[tuple[int, int]] = set()
+    for root in range(n):
+        if state[root]:
+            continue
+        state[root] = 1
+        stack = [(root, iter(successors(root)))]
+        while stack:
+            node, rest = stack[-1]
+            for nxt in rest:
+                if nxt >= n:
+                    continue  # the implicit return
+                if state[nxt] == 1:
+                    back.add((node, nxt))
+                elif state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(successors(nxt))))
+                    break
+            else:
+                state[node] = 2
+                stack.pop()
+    return back
