@@ -53,17 +53,25 @@ def check(result):
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def best_time(fn: Callable[[], object], min_runs: int = 3, min_seconds: float = 0.2) -> float:
-    """Best wall time of ``fn`` over at least ``min_runs`` runs and ``min_seconds``."""
+def best_of(timed: Callable[[], float], min_runs: int = 3, min_seconds: float = 0.2) -> float:
+    """The best of ``timed()``'s own timings over at least ``min_runs`` runs
+    and ``min_seconds``."""
     best = float("inf")
     runs = 0
     start = time.perf_counter()
     while runs < min_runs or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, timed())
         runs += 1
     return best
+
+
+def best_time(fn: Callable[[], object]) -> float:
+    """Best wall time of ``fn`` (:func:`best_of`)."""
+    def timed() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    return best_of(timed)
 
 
 @dataclass
@@ -114,10 +122,10 @@ def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) 
     try:
         time.sleep(QUIET_S)
         cold = launch()
-        warm = _best(launch)
+        warm = best_of(launch, JIT_RUNS, JIT_SECONDS)
         verify()
         os.environ["GPUSAFE_CPU_THREADS"] = "1"
-        one = _best(launch)
+        one = best_of(launch, JIT_RUNS, JIT_SECONDS)
         verify()
     finally:
         os.environ["GPUSAFE_CPU_ENGINE"] = "interp"
@@ -129,15 +137,6 @@ def with_jit(row: Row, launch: Callable[[], float], verify: Callable[[], None]) 
     else:
         row.jit_cold_s, row.jit_s, row.jit_one_s = cold, warm, one
     return row
-
-
-def _best(launch: Callable[[], float]) -> float:
-    """The best of a launch's own timings (see :data:`JIT_SECONDS`)."""
-    best, runs, start = float("inf"), 0, time.perf_counter()
-    while runs < JIT_RUNS or time.perf_counter() - start < JIT_SECONDS:
-        best = min(best, launch())
-        runs += 1
-    return best
 
 
 def upload(arr: np.ndarray):
