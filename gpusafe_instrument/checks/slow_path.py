@@ -55,15 +55,15 @@ def slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str, *,
     """The code at label ``slow``: back to ``do`` to perform the access, or on
     to ``skip`` (after the instruction) without it; printed at once (one
     :class:`~gpusafe_instrument.nodes.Verbatim`: nothing later looks into it).
-    ``again``: a good access is performed here, by a copy of the instruction,
-    then on to ``skip`` (``rewrite.FunctionRewriter._again``)."""
-    code = _slow_path(em, acc, slow, do, skip)
+    ``again``: a good access is performed here, by a copy of the instruction
+    at the end of the slow path (every verdict that lets it go branches
+    there instead of back to ``do``), then on to ``skip``
+    (``rewrite.FunctionRewriter._again``)."""
     if not again:
-        return code
-    text = "".join(v.text for v in code)  # type: ignore[attr-defined]
-    back = statements_text([I("bra.uni", do)])
-    performed = statements_text([acc.instr, I("bra.uni", skip)])
-    return [Verbatim(text.replace(back, performed))]
+        return _slow_path(em, acc, slow, do, skip)
+    here = em.label("again")
+    return [*_slow_path(em, acc, slow, here, skip),
+            Verbatim(statements_text([ptx.Label(here), acc.instr, I("bra.uni", skip)]))]
 
 
 def _slow_path(em: Emitter, acc: Access, slow: str, do: str, skip: str) -> list[Statement]:
