@@ -39,6 +39,7 @@ from ..nodes import Function, Instruction, Module, Register, Statement, Symbol, 
 from ..runtime import HEAP_WRAPPERS
 from ..sites import SiteTable
 from . import guards
+from .early_loads import hoist_loads
 from .outcome import CannotCheck, FunctionStats
 
 CHECKED_SPACES = ("global", "shared", "local", "generic")
@@ -108,6 +109,13 @@ class FunctionPlan:
         self.display = display or fn.name  # the name reports use (a copy's original)
         self.sites = sites
         self.kernel = fn.is_kernel
+        self.unscheduled: list[Statement] | None = None
+        """A kernel's body as it came, for its proven entry (no check there to
+        schedule around)."""
+        if fn.body is not None:
+            if self.kernel:
+                self.unscheduled = list(fn.body)
+            hoist_loads(fn.body)  # before any analysis: they all see the order ptxas gets
         self.stats = FunctionStats(self.display, "kernel" if self.kernel else "function")
         self.types = query.register_types(fn)
         own = {}
@@ -371,6 +379,7 @@ class FunctionPlan:
         self._guards = None
         self.types = {}
         self.analysis = None
+        self.unscheduled = None
 
     # -- roots and check slots ------------------------------------------------
 
