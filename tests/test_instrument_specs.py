@@ -65,14 +65,18 @@ def _params(info, spec: KernelSpec, addrs) -> bytes:
 
 
 def run(spec: KernelSpec, text: str, shrink: str | None):
-    result = instrument(text)
-    info = result.sites.kernels[spec.kernel]
+    """The oracle's violations, the device's (:func:`device_view`), the
+    buffers after the plain and the checked launch, and the violations of an
+    every-offender build (``instrument(every_offender=True)``: one record per
+    failing access, so they must equal the oracle's one for one)."""
+    results = [instrument(text), instrument(text, every_offender=True)]
+    info = results[0].sites.kernels[spec.kernel]
     outs, found = [], []
-    for checked in (False, True):
+    for result in (None, *results):
         mem = DeviceMemory()
         addrs, sizes = _place(mem, spec, shrink)
         params = _params(info, spec, addrs)
-        if checked:
+        if result is not None:
             prog = Program(result.ptx, mem)
             allocs = [host.AllocationRecord(a.tag, a.base, a.size, a.live) for a in mem.allocations]
             pipeline = LaunchPipeline(mem)
@@ -82,7 +86,9 @@ def run(spec: KernelSpec, text: str, shrink: str | None):
             prog.launch(launch.entry, spec.grid, spec.block, spec.shared_bytes, launch.params)
             records, dropped = pipeline.collect(launch)
             assert dropped == 0
-            found.append(device_view(records))
+            found.append(device_view(records) if result is results[0] else
+                         sorted((str(v.kind), v.site.ptx_line, v.address, v.thread, v.block)
+                                for v in records))
         else:
             prog = Program(text, mem)
             oracle = Oracle(mem)
@@ -91,7 +97,8 @@ def run(spec: KernelSpec, text: str, shrink: str | None):
             found.append(sorted((str(v.kind), v.ptx_line, v.address, v.thread, v.block)
                                 for v in oracle.violations))
         outs.append({b.name: mem.read(addrs[b.name], sizes[b.name]) for b in spec.buffers})
-    return found[0], found[1], outs[0], outs[1]
+    assert outs[2] == outs[1]
+    return found[0], found[1], outs[0], outs[1], found[2]
 
 
 def _shrinkable(spec: KernelSpec) -> str | None:
@@ -106,8 +113,8 @@ IDS = [s.name for s in SPECS]
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_correct_kernel_reports_nothing_and_matches(spec):
-    oracle, device, plain, checked = run(spec, _ptx(spec), None)
-    assert oracle == []
+    oracle, device, plain, checked, every = run(spec, _ptx(spec), None)
+    assert oracle == [] and every == []
     assert device == ([], {}, set())
     assert checked == plain
     got = {name: np.frombuffer(checked[name], dtype=next(b.data.dtype for b in spec.buffers
@@ -120,8 +127,9 @@ def test_correct_kernel_reports_nothing_and_matches(spec):
 def test_buggy_kernel_reports_what_the_oracle_reports(spec):
     name = _shrinkable(spec)
     assert name is not None, "every spec has a buffer to shrink; this one lost it"
-    oracle, device, plain, checked = run(spec, _ptx(spec), name)
+    oracle, device, plain, checked, every = run(spec, _ptx(spec), name)
     assert differences(oracle, *device) == []
+    assert every == oracle
     assert checked == plain
 
 
@@ -131,6 +139,7 @@ def test_buggy_debug_build_reports_what_the_oracle_reports(spec):
     the generic and device-function paths of the pass."""
     name = _shrinkable(spec)
     assert name is not None, "every spec has a buffer to shrink; this one lost it"
-    oracle, device, plain, checked = run(spec, _ptx(spec, ("-G",)), name)
+    oracle, device, plain, checked, every = run(spec, _ptx(spec, ("-G",)), name)
     assert differences(oracle, *device) == []
+    assert every == oracle
     assert checked == plain

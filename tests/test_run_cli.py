@@ -102,6 +102,20 @@ def test_off_by_one_is_reported_with_line_thread_and_allocation(tmp_path: Path) 
     assert doc["exit_code"] == 0 and doc["summary"]["launches"] == 1
 
 
+def test_every_offender_lists_each_offending_thread(tmp_path: Path) -> None:
+    """Eight threads overflow both buffers: the site tallies keep the first 4
+    of each site, ``--every-offender`` all eight; both count eight."""
+    app = write_program(tmp_path, "")
+    wide = KERNEL.replace("i <= n", "i <= n + 7")
+    app.write_text(app.read_text().replace(repr(KERNEL), repr(wide))
+                   .replace('assert (host_out == host_in + 1).all(), "wrong result"', ""))
+    for flags, kept in (((), 4), (("--every-offender",), 8)):
+        rc, doc, out = gpusafe_run(tmp_path, *flags, "python", str(app))
+        assert rc == 86, out
+        assert sorted((v["access"], v["count"], len(v["threads"])) for v in doc["violations"]) \
+            == [("read", 8, kept), ("write", 8, kept)], flags
+
+
 def test_a_correct_program_keeps_its_exit_status_and_reports_nothing(tmp_path: Path) -> None:
     kernel_fixed = KERNEL.replace("i <= n", "i < n")
     app = write_program(tmp_path, "sys.exit(3)\n")

@@ -15,7 +15,9 @@ from test_instrument_cpu import VADD, Buf, assert_same, f32, run_both
 
 from gpusafe.cpu.memory import DeviceMemory
 from gpusafe.cpu.program import Program
+from gpusafe.engine.checking import Policy
 from gpusafe.engine.launches import LaunchPipeline
+from gpusafe.report.model import DEFAULT_MAX_THREADS
 from gpusafe_instrument import host, layout
 from gpusafe_instrument.checks import instrument
 from gpusafe_instrument.kinds import ViolationKind
@@ -162,7 +164,7 @@ def test_one_site_past_its_end_keeps_its_first_offenders_and_counts_them_all():
     assert [v.count for v in found] == [1] * (TALLY_OFFENDERS - 1) + [12 - TALLY_OFFENDERS + 1]
 
 
-def _door_report(n: int, n_buffer: int) -> dict:
+def _door_report(n: int, n_buffer: int, policy: Policy | None = None) -> dict:
     """The JSON report of vadd over ``n`` threads (one block) with buffers
     of ``n_buffer`` floats, launched through the Python door on a CPU
     device."""
@@ -170,7 +172,7 @@ def _door_report(n: int, n_buffer: int) -> dict:
 
     from gpusafe.backends.cpu import CpuBackend
     from gpusafe.doors.python_driver import DriverDoor
-    from gpusafe.engine.checking import Engine, Policy
+    from gpusafe.engine.checking import Engine
     from gpusafe.engine.findings import Findings
     from gpusafe.report import ReportBuilder
 
@@ -178,7 +180,7 @@ def _door_report(n: int, n_buffer: int) -> dict:
     drv = backend.driver
     real = {name: getattr(drv, name) for name in dir(cuda_driver) if name.startswith("cu")
             and hasattr(drv, name)}
-    engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), Policy())
+    engine = Engine(backend, Findings(ReportBuilder(["app"], "cpu")), policy or Policy())
     w = {**real, **DriverDoor(engine, real).wrappers()}
 
     def ok(result):
@@ -213,6 +215,21 @@ def test_sites_overflowing_in_one_launch_are_entries_with_exact_counts_in_the_re
         assert e["kind"] == "global-out-of-bounds"
         assert e["count"] == 16
         assert [t["thread"][0] for t in e["threads"]] == list(range(48, 48 + TALLY_OFFENDERS))
+        assert e["allocation"]["offset"] == 4 * 48 and e["allocation"]["size"] == 4 * 48
+    assert report["summary"]["occurrences"] == 48 and report["summary"]["dropped"] == 0
+
+
+@pytest.mark.slow  # as above
+def test_every_offender_keeps_each_failing_access_past_what_a_tally_holds():
+    """``gpusafe run --every-offender``: the same launch, each bad access a
+    violation record; the report lists as many threads as an entry shows
+    (8), where the tallies kept 4."""
+    report = _door_report(64, 48, Policy(every_offender=True))
+    entries = sorted(report["violations"], key=lambda v: v["ptx_line"])
+    assert len(entries) == 3
+    for e in entries:
+        assert e["kind"] == "global-out-of-bounds" and e["count"] == 16
+        assert [t["thread"][0] for t in e["threads"]] == list(range(48, 48 + DEFAULT_MAX_THREADS))
         assert e["allocation"]["offset"] == 4 * 48 and e["allocation"]["size"] == 4 * 48
     assert report["summary"]["occurrences"] == 48 and report["summary"]["dropped"] == 0
 

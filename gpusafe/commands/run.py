@@ -113,6 +113,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--kernel-filter", metavar="REGEX",
                    help="check only kernels whose (mangled) name matches REGEX; the others "
                         "run unchecked and are listed as such in the report")
+    p.add_argument("--every-offender", action="store_true",
+                   help="keep every failing access (its thread and address), not a count "
+                        "and the first 4 per source site; checked kernels then take more "
+                        "registers")
     p.add_argument("--kernel-timeout", type=_seconds, default=DEFAULT_KERNEL_TIMEOUT,
                    metavar="SECONDS",
                    help="on the CPU device, end a kernel still running after SECONDS and "
@@ -218,6 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = RunOptions(device=device, device_name=device_name, padding=args.padding,
                          quarantine=args.quarantine, leak_check=args.leak_check,
                          check=args.check, kernel_filter=args.kernel_filter,
+                         every_offender=args.every_offender,
                          kernel_timeout=args.kernel_timeout or None,
                          stack_depth=args.stack_depth, cpu_devices=args.cpu_devices)
     session_dir = Path(tempfile.mkdtemp(prefix="gpusafe-"))

@@ -50,8 +50,9 @@ def instrumenter_fingerprint() -> str:
     return fingerprint(Path(_instrument_package.__file__).resolve().parent, runtime_text())
 
 
-def entry_key(text: str, kernel_filter: str | None) -> str:
-    h = hashlib.sha256(f"{instrumenter_fingerprint()}\0{kernel_filter}\0".encode())
+def entry_key(text: str, kernel_filter: str | None, every_offender: bool = False) -> str:
+    h = hashlib.sha256(
+        f"{instrumenter_fingerprint()}\0{kernel_filter}\0{every_offender}\0".encode())
     h.update(text.encode("utf-8", errors="surrogateescape"))
     return h.hexdigest()
 

@@ -59,6 +59,7 @@ class Policy:
     quarantine: int = DEFAULT_QUARANTINE
     leak_check: bool = False
     kernel_filter: str | None = None
+    every_offender: bool = False  # records for every failing access, not site tallies
 
 
 class Engine:
@@ -69,7 +70,7 @@ class Engine:
         self.findings = findings
         self.policy = policy
         self.registry = Registry(policy.padding, policy.quarantine)
-        self.modules = Modules(policy.kernel_filter)
+        self.modules = Modules(policy.kernel_filter, policy.every_offender)
         if backend.record_memory is not None:  # one memory, outside every context
             self.pipeline = LaunchPipeline(backend.record_memory)
         else:  # the violation records outside the context, so that a fault keeps them

@@ -51,15 +51,17 @@ def image_bytes(image: Any) -> bytes | None:
         return None
 
 
-def instrument_cached(text: str, kernel_filter: str | None = None) -> tuple[str, SiteTable]:
+def instrument_cached(text: str, kernel_filter: str | None = None,
+                      every_offender: bool = False) -> tuple[str, SiteTable]:
     """Instrumented PTX and site table, from the on-disk cache when present."""
-    key = cache.entry_key(text, kernel_filter)
+    key = cache.entry_key(text, kernel_filter, every_offender)
     hit = cache.load(key)
     if hit is not None:
         return hit
     pattern = re.compile(kernel_filter) if kernel_filter is not None else None
     result = instrument(text, select=None if pattern is None else
-                        (lambda name: pattern.search(name) is not None))
+                        (lambda name: pattern.search(name) is not None),
+                        every_offender=every_offender)
     cache.store(key, result.ptx, result.sites)
     return result.ptx, result.sites
 
@@ -67,8 +69,9 @@ def instrument_cached(text: str, kernel_filter: str | None = None) -> tuple[str,
 class Modules:
     """Loaded modules and functions by driver handle."""
 
-    def __init__(self, kernel_filter: str | None = None) -> None:
+    def __init__(self, kernel_filter: str | None = None, every_offender: bool = False) -> None:
         self.kernel_filter = kernel_filter
+        self.every_offender = every_offender
         self._modules: dict[int, ModuleInfo] = {}
         self._functions: dict[int, tuple[ModuleInfo, str]] = {}
         self._proven: dict[int, Any] = {}  # function handle -> its proven entry (a CUfunction)
@@ -82,7 +85,7 @@ class Modules:
         assert data is not None
         text = images.ptx_text(data)
         try:
-            checked, sites = instrument_cached(text, self.kernel_filter)
+            checked, sites = instrument_cached(text, self.kernel_filter, self.every_offender)
         except (ParseError, InstrumentError) as e:
             return LoadPlan(image, ModuleInfo(None, f"gpusafe could not instrument it: {e}"),
                             problem=str(e))

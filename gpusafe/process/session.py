@@ -41,6 +41,7 @@ class RunOptions:
     leak_check: bool = False
     check: bool = True  # False: route driver calls to the device, check nothing
     kernel_filter: str | None = None  # regex: check only the kernels it matches
+    every_offender: bool = False  # keep every failing access, not each site's first few
     kernel_timeout: float | None = None  # seconds a kernel may run on the CPU device
     stack_depth: int = DEFAULT_STACK_DEPTH  # program frames kept per call site
     cpu_devices: int = 1  # devices of the CPU device backend (--cpu-devices)
@@ -84,7 +85,8 @@ class Session:
         if self.options.check:
             o = self.options
             self.engine = Engine(backend, self.findings,
-                                 Policy(o.padding, o.quarantine, o.leak_check, o.kernel_filter))
+                                 Policy(o.padding, o.quarantine, o.leak_check, o.kernel_filter,
+                                        o.every_offender))
         install_python_door(backend, self.engine, self.findings)
         if self.options.device == "cpu":
             from ..native.frameworks import install_framework_hooks

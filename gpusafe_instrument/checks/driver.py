@@ -65,7 +65,8 @@ from .selection import calls_in, drop_unused_copies, split_selected
 
 
 def instrument(source: str | Module, *,
-               select: Callable[[str], bool] | None = None) -> InstrumentResult:
+               select: Callable[[str], bool] | None = None,
+               every_offender: bool = False) -> InstrumentResult:
     """Instrument a PTX module (text or parsed; a parsed module is not modified).
 
     ``select``: which kernels to check (``gpusafe run --kernel-filter``); None
@@ -76,7 +77,13 @@ def instrument(source: str | Module, *,
     then call checked copies of the device functions they reach, named
     ``__gpusafe_<name>`` (see ``selection``).  ``sites.kernels`` and
     ``stats`` list only the checked kernels and functions (copies under the
-    original names)."""
+    original names).
+
+    ``every_offender`` (``gpusafe run --every-offender``): every failing
+    access claims a violation record, so each offending thread and address
+    is kept (as many as the buffer holds), instead of a count and the first
+    ``layout.TALLY_OFFENDERS`` offenders in its site's tally; the slow paths
+    then keep the record's fields live, which costs registers."""
 
     def fresh() -> Module:
         return ptx.parse(source) if isinstance(source, str) else copy.deepcopy(source)
@@ -85,7 +92,7 @@ def instrument(source: str | Module, *,
     _refuse_module(module)
     unchecked: dict[str, str] = {}  # function (original name) -> why it cannot be checked
     while True:
-        attempt = _Attempt(module, select, unchecked)
+        attempt = _Attempt(module, select, unchecked, every_offender)
         found = attempt.plan()
         if not found:
             break
@@ -114,6 +121,7 @@ class _Attempt:
     module: Module
     select: Callable[[str], bool] | None
     skip: dict[str, str]
+    every_offender: bool
     plans: list[FunctionPlan] = field(default_factory=list)
     needy: set[str] = field(default_factory=set)
     sites: SiteTable = field(default_factory=SiteTable)
@@ -152,7 +160,8 @@ class _Attempt:
 
         def new_plan(fn: Function) -> FunctionPlan:
             return FunctionPlan(module, fn, module_vars, self.sites,
-                                display=self.display.get(fn.name, fn.name), files=files)
+                                display=self.display.get(fn.name, fn.name), files=files,
+                                every_offender=self.every_offender)
 
         # the functions that take or pass pointer arguments are planned
         # together (their windows are a property of the call graph); any

@@ -102,8 +102,9 @@ class FunctionPlan:
 
     def __init__(self, module: Module, fn: Function, module_vars: dict[str, prov.VarRoot],
                  sites: SiteTable, display: str | None = None,
-                 files: dict[int, str] | None = None) -> None:
+                 files: dict[int, str] | None = None, every_offender: bool = False) -> None:
         self.module = module
+        self.every_offender = every_offender  # records, not tallies (``instrument``)
         self.files = module.files if files is None else files
         self.fn = fn
         self.display = display or fn.name  # the name reports use (a copy's original)

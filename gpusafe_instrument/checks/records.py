@@ -29,12 +29,13 @@ _BUFFER = layout.VIOLATION_BUFFER.offset
 def tally(em: Emitter, acc: Access) -> int:
     """The first tally of ``acc``'s site (given one now, the first time its
     slow path is written), or -1 when the site writes records: an access of
-    a size known only at run time (the host would not know its width)."""
+    a size known only at run time (the host would not know its width), or
+    every access when the user asked for every offender."""
     sites = em.plan.sites
     site = sites[acc.site]
     if site.tally >= 0:
         return site.tally
-    if acc.access.size is not None:
+    if acc.access.size is not None or em.plan.every_offender:
         return -1
     v = acc.value
     assert isinstance(v, prov.Ptr)
