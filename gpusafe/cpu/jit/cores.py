@@ -127,9 +127,9 @@ def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: 
             claimed[0] = r + 1
             return r
 
-    def work(k: int) -> Worker | None:
+    def work(k: int, r: int | None) -> Worker | None:
         worker = None  # made once it has a range: a helper that finds none costs no worker
-        while (r := claim()) is not None:
+        while r is not None:
             if worker is None:
                 worker = new_worker(k)
             status = worker.run(*ranges[r])
@@ -137,12 +137,18 @@ def run_ranges(new_worker: Callable[[int], Worker], blocks: int, block_threads: 
                 with lock:
                     faults.append((r, status, worker))
                 break
+            r = claim()
         return worker
 
+    # the calling thread takes the first range before any helper starts: it
+    # works whatever the scheduler does (a helper started first could take
+    # every range of a short grid while the caller only waited)
+    first = claim()
     helpers = min(threads, len(ranges)) - 1
-    pending = [_pool(helpers).submit(work, k) for k in range(1, helpers + 1)] if helpers else []
+    pending = [_pool(helpers).submit(lambda k=k: work(k, claim()))
+               for k in range(1, helpers + 1)] if helpers else []
     # a helper the pool had not started when the ranges ran out is not waited for
-    workers = [work(0)] + [f.result() for f in pending if not f.cancel()]
+    workers = [work(0, first)] + [f.result() for f in pending if not f.cancel()]
     total = sum(w.instructions for w in workers if w is not None)
     if faults:
         _, status, worker = min(faults, key=lambda f: f[0])
