@@ -467,7 +467,7 @@ def _instructions(s: Statement) -> Iterator[Instruction]:
             yield from _instructions(inner)
 
 
-def _registers(op, out: set[str]) -> None:
+def operand_registers(op, out: set[str]) -> None:
     """The register names ``op`` reads."""
     t = type(op)
     if t is Register:
@@ -477,7 +477,7 @@ def _registers(op, out: set[str]) -> None:
             out.add(op.base.name)
     elif t is Vector or t is ArgumentList:
         for item in op.items:
-            _registers(item, out)
+            operand_registers(item, out)
     elif t is Negated:
         out.add(op.operand.name)
 
@@ -501,7 +501,7 @@ def relevant_registers(body: list[Statement]) -> set[str]:
                 # a call argument, stored to its .param variable or passed directly
                 seeds: set[str] = set()
                 for o in instr.operands[1:]:
-                    _registers(o, seeds)
+                    operand_registers(o, seeds)
                 work.extend(seeds)
             for d in defs(instr):
                 defined_by.setdefault(d, []).append(instr)
@@ -514,7 +514,7 @@ def relevant_registers(body: list[Statement]) -> set[str]:
         for instr in defined_by.get(reg, ()):
             reads: set[str] = set()
             for o in instr.operands:
-                _registers(o, reads)
+                operand_registers(o, reads)
             work.extend(reads - relevant)
     return relevant
 
@@ -529,7 +529,7 @@ def _uses_and_kills(s: Statement, relevant: set[str], uses: set[str], kills: set
         reads: set[str] = set()
         ops = instr.operands
         for o in (ops[1:] if targets else ops):
-            _registers(o, reads)
+            operand_registers(o, reads)
         if instr.guard is not None:
             reads.update(targets)
         for r in reads:

@@ -38,18 +38,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from ..nodes import (
-    Address,
-    Block,
-    Instruction,
-    Loc,
-    Negated,
-    PredicatePair,
-    Register,
-    Statement,
-    Vector,
-)
-from ..provenance import defs
+from ..nodes import Block, Instruction, Loc, Statement
+from ..provenance import defs, operand_registers
 
 _ARITHMETIC = frozenset({
     "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg",
@@ -135,30 +125,14 @@ class _Item:
         self.instr = instr
         self.loc = loc
         self.writes = frozenset(defs(instr))
-        reads = set(_registers(instr.operands[1:] if self.writes else instr.operands))
+        reads: set[str] = set()
+        for o in instr.operands[1:] if self.writes else instr.operands:
+            operand_registers(o, reads)
         if instr.guard is not None:
             reads.add(instr.guard.register)
             reads |= self.writes
         self.reads = frozenset(reads)
         self.kind = _kind(instr, reads)
-
-
-def _registers(operands) -> list[str]:
-    out: list[str] = []
-    for o in operands:
-        t = type(o)
-        if t is Register:
-            out.append(o.name)
-        elif t is Address:
-            if type(o.base) is Register:
-                out.append(o.base.name)
-        elif t is Vector:
-            out.extend(_registers(o.items))
-        elif t is Negated:
-            out.append(o.operand.name)
-        elif t is PredicatePair:
-            out.extend(_registers((o.first, o.second)))
-    return out
 
 
 def _kind(instr: Instruction, reads: set[str]) -> int:
