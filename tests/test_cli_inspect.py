@@ -158,3 +158,19 @@ def test_instrument_stats_show_argument_checks_and_surfaces(tmp_path: Path) -> N
     assert "Surface accesses (suld, sust, sured) are not checked" in " ".join(
         result.stdout.split())
     assert "__gpusafe_wlo0" in out.read_text()
+
+
+def test_instrument_every_offender_gives_sites_without_tallies(tmp_path: Path) -> None:
+    """``--every-offender``: the PTX ``gpusafe run --every-offender`` loads,
+    every site writing records (tally -1) where the default counts in tallies."""
+    src = tmp_path / "scale.ptx"
+    src.write_text(nvrtc_compile(KERNEL, "scale.cu", "compute_80", []))
+    tallies = {}
+    for flags in ((), ("--every-offender",)):
+        sites = tmp_path / "sites.json"
+        result = run_gpusafe("instrument", str(src), "-o", str(tmp_path / "out.ptx"),
+                             "--sites", str(sites), *flags)
+        assert result.returncode == 0, result.stderr
+        tallies[flags] = [site["tally"] for site in json.loads(sites.read_text())["sites"]]
+    assert tallies[()] and all(t >= 0 for t in tallies[()])
+    assert tallies[("--every-offender",)] == [-1] * len(tallies[()])

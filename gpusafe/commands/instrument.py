@@ -1,4 +1,4 @@
-"""``gpusafe instrument IN.ptx -o OUT.ptx [--sites SITES.json] [--stats]``.
+"""``gpusafe instrument IN.ptx -o OUT.ptx [--sites SITES.json] [--stats] [--every-offender]``.
 
 Writes the checked PTX (the runtime linked in) and, with ``--sites``, the site
 table as JSON; ``--stats`` prints each function's check statistics as a table.
@@ -36,6 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="where to write the checked PTX ('-' for standard output)")
     p.add_argument("--sites", metavar="SITES.json", help="write the site table as JSON")
     p.add_argument("--stats", action="store_true", help="print per-function check statistics")
+    p.add_argument("--every-offender", action="store_true",
+                   help="the PTX `gpusafe run --every-offender` loads: every failing access "
+                        "writes a violation record instead of counting in its site's tally")
     p.set_defaults(func=cmd_instrument)
     return p
 
@@ -55,7 +58,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         print(ptx_parse_failure(PROG, args.file, e), file=sys.stderr)
         return EXIT_TOOL_ERROR
     try:
-        result = instrument(module)
+        result = instrument(module, every_offender=args.every_offender)
     except InstrumentError as e:
         where = f"{args.file}:{e.ptx_line}" if e.ptx_line else args.file
         return tool_error(PROG, f"{where}: {e}")
