@@ -6,6 +6,7 @@ that a bad access the move does not make good is still reported."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,24 +173,17 @@ def test_a_moved_inlined_load_is_written_after_the_place_its_inlined_at_names():
 # compiled kernels
 
 
-TABLE = r"""
+LOCAL_MEM = (Path(__file__).parent / "kernels" / "local_mem.cu").read_text()
+"""The corpus's local-array kernels, ``local_array_dynamic_index`` among them
+(a 16-int table filled from ``in[i]``, read at ``idx[i]``)."""
+
+TABLE = LOCAL_MEM + r"""
 __device__ __forceinline__ int pick(const int* idx, int i, int v)
 {
     int table[16];
     for (int k = 0; k < 16; ++k) table[k] = v * k + (k ^ 5);
     int j = idx[i];
     return table[j & 15] + table[(j >> 4) & 15];
-}
-
-extern "C" __global__ void table_lookup(int* out, const int* in, const int* idx, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    int table[16];
-    int v = in[i];
-    for (int k = 0; k < 16; ++k) table[k] = v * k + (k ^ 5);
-    int j = idx[i];
-    out[i] = table[j & 15] + table[(j >> 4) & 15];
 }
 
 extern "C" __global__ void table_inlined(int* out, const int* in, const int* idx, int n)
@@ -199,6 +193,7 @@ extern "C" __global__ void table_inlined(int* out, const int* in, const int* idx
     out[i] = pick(idx, i, in[i]);
 }
 """
+TABLE_KERNELS = ("local_array_dynamic_index", "table_inlined")
 
 
 def _moved(text: str, kernel: str) -> bool:
@@ -218,11 +213,11 @@ def test_the_table_kernels_keep_their_registers_and_their_source_places(arch, sm
     from gpusafe_testkit.corpus import nvrtc_compile, ptxas
 
     text = nvrtc_compile(TABLE, "k.cu", arch, options)
-    assert _moved(text, "table_lookup") and _moved(text, "table_inlined")
+    assert all(_moved(text, kernel) for kernel in TABLE_KERNELS)
     checked = instrument(text)
     plain = ptxas(text, sm, verbose=True).registers()
     regs = ptxas(checked.ptx, sm, verbose=True).registers()  # ptxas takes every .loc
-    for kernel in ("table_lookup", "table_inlined"):
+    for kernel in TABLE_KERNELS:
         # without the move: 30 (16-18 unchecked); with it, 20
         assert regs[kernel] <= plain[kernel] + 4, (kernel, plain[kernel], regs[kernel])
     # every site names the source place of its instruction in the input
@@ -239,7 +234,7 @@ def test_the_table_kernels_keep_their_registers_and_their_source_places(arch, sm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", ["table_lookup", "table_inlined"])
+@pytest.mark.parametrize("kernel", TABLE_KERNELS)
 @pytest.mark.parametrize("short", [1, 2])
 def test_a_short_array_read_by_a_moved_load_is_still_reported(kernel, short):
     from test_instrument_cpu import Buf, assert_same, kinds, run_both
