@@ -61,23 +61,27 @@ _ORDERED = frozenset({"volatile", "relaxed", "acquire", "release", "mmio", "cv",
 _OTHER, _ALU, _LOAD_GLOBAL, _LOAD_LOCAL, _STORE_LOCAL = range(5)
 
 
-def hoist_loads(body: list[Statement]) -> None:
+def hoist_loads(body: list[Statement]) -> list[Statement] | None:
     """Move the global loads of a function body that a local array's filling
-    holds back (in place).  A region is a run of instructions and ``.loc``s:
-    labels, nested ``{ }`` blocks and anything else end one."""
+    holds back (in place); the body as it came when something moved, else
+    None.  A region is a run of instructions and ``.loc``s: labels, nested
+    ``{ }`` blocks and anything else end one."""
     if not any(type(s) is Instruction and s.op == "st" and ".local" in s.opcode for s in body):
-        return  # no local array filled here (most functions): nothing to look at
+        return None  # no local array filled here (most functions): nothing to look at
     reads: Counter[str] = Counter()
     _count_reads(body, reads)
     out: list[Statement] = []
     run: list[Statement] = []
     locs = _Locs()
+    moved = False
 
     def flush() -> None:
+        nonlocal moved
         new = _region(run, locs, reads) if len(run) > 1 else None
         for t in run:
             locs.went_by(t)
         out.extend(run if new is None else new)
+        moved = moved or new is not None
         run.clear()
 
     for s in body:
@@ -88,7 +92,11 @@ def hoist_loads(body: list[Statement]) -> None:
         out.append(s)
         locs.went_by(s)
     flush()
+    if not moved:
+        return None
+    original = list(body)
     body[:] = out
+    return original
 
 
 def _count_reads(stmts: list[Statement], reads: Counter[str]) -> None:

@@ -110,13 +110,10 @@ class FunctionPlan:
         self.display = display or fn.name  # the name reports use (a copy's original)
         self.sites = sites
         self.kernel = fn.is_kernel
-        self.unscheduled: list[Statement] | None = None
-        """A kernel's body as it came, for its proven entry (no check there to
-        schedule around)."""
-        if fn.body is not None:
-            if self.kernel:
-                self.unscheduled = list(fn.body)
-            hoist_loads(fn.body)  # before any analysis: they all see the order ptxas gets
+        # before any analysis, so that they all see the order ptxas gets
+        self.unscheduled = None if fn.body is None else hoist_loads(fn.body)
+        """The body as it came when loads moved: a proven entry's (no check
+        there to schedule around)."""
         self.stats = FunctionStats(self.display, "kernel" if self.kernel else "function")
         self.types = query.register_types(fn)
         own = {}

@@ -375,7 +375,7 @@ class FunctionRewriter:
             new_body[at:at] = prologue
         new_body.extend(self._slow_paths)
         if plan.launch_proof is not None:
-            plan.original_body = plan.unscheduled  # the proven entry's body (``driver``)
+            plan.original_body = plan.unscheduled or body  # the proven entry's (``driver``)
             plan.stats.proven_at_launch = sum(
                 a.mode not in UNCHECKED_MODES for a in plan.accesses)
         decls: Code = [RegisterDecl(t, ((n, None),)) for n, t in self.em.extra_regs.items()]
