@@ -161,11 +161,20 @@ def _kind(instr: Instruction, reads: set[str]) -> int:
 
 
 def _independent(x: _Item, y: _Item) -> bool:
-    """Whether ``x`` and ``y`` touch no register in an order-dependent way,
-    and ``y`` prints under a ``.loc`` (moving ``x``, which has one, above an
-    instruction that has none would give that one ``x``'s)."""
-    return not (y.writes & (x.reads | x.writes) or y.reads & x.writes) \
-        and (y.loc is not None or x.loc is None)
+    """Whether ``x`` may be written above ``y``: neither touches a register
+    in an order-dependent way (:func:`_clash`), nor does ``y`` compute one
+    ``x`` reads."""
+    return not (y.writes & x.reads) and not _clash(x, y)
+
+
+def _clash(x: _Item, y: _Item) -> bool:
+    """Whether ``x`` above ``y`` would change what either computes, ``y``
+    computing one of ``x``'s operands left aside (that ``y`` may come along):
+    one writes what the other writes, or ``x`` writes what ``y`` reads; or
+    ``y`` would print under ``x``'s ``.loc`` when it has none (none can be
+    undone)."""
+    return bool(y.writes & x.writes or y.reads & x.writes) \
+        or (y.loc is None and x.loc is not None)
 
 
 def _region(stmts: list[Statement], locs: _Locs, reads: Counter[str]) -> list[Statement] | None:
@@ -237,8 +246,7 @@ def _raise(items: list[_Item], at: int, passes: Callable[[_Item], bool]) -> int:
             continue
         # y computes one of x's operands and conflicts in no other way: it
         # comes along if it can move itself
-        if y.kind == _ALU and y.writes & x.reads and not (y.writes & x.writes) \
-                and not (y.reads & x.writes) and (y.loc is not None or x.loc is None):
+        if y.kind == _ALU and y.writes & x.reads and not _clash(x, y):
             k = _raise(items, j - 1, passes)
             if k == j - 1:
                 break
